@@ -1,0 +1,70 @@
+"""Score a model on a manifest: `python -m asr.evaluate --model DIR --manifest FILE.jsonl`.
+
+Prints WER, CER and the real-time factor (decoding seconds per audio second); `--json OUT`
+also writes every utterance's reference, hypothesis and error counts.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from asr.audio import AudioError, load_audio
+from asr.checkpoint import ModelDirError, save_text
+from asr.data import ManifestError, read_manifest
+from asr.metrics import char_errors, word_errors
+from asr.transcriber import Transcriber
+
+
+def evaluate(transcriber: Transcriber, manifest: str | Path, batch_size: int = 16) -> dict:
+    """Transcribe every utterance of a manifest and score it against the references."""
+    utts = read_manifest(manifest)
+    waves = [load_audio(u.audio_filepath, transcriber.sample_rate) for u in utts]
+    started = time.perf_counter()
+    hyps = transcriber.transcribe_waves(waves, batch_size)
+    seconds = time.perf_counter() - started
+    audio_seconds = sum(len(w) for w in waves) / transcriber.sample_rate
+    rows = []
+    for utt, hyp in zip(utts, hyps, strict=True):
+        rows.append({"audio_filepath": utt.audio_filepath, "reference": utt.text,
+                     "hypothesis": hyp, "words": word_errors(utt.text, hyp).as_dict(),
+                     "chars": char_errors(utt.text, hyp).as_dict()})
+    return {"manifest": str(manifest), "utterances": len(utts), "wer": _rate(rows, "words"),
+            "cer": _rate(rows, "chars"), "rtf": seconds / audio_seconds,
+            "audio_seconds": audio_seconds, "decode_seconds": seconds, "results": rows}
+
+
+def _rate(rows: list[dict], unit: str) -> float:
+    errors = sum(r[unit]["substitutions"] + r[unit]["deletions"] + r[unit]["insertions"]
+                 for r in rows)
+    length = sum(r[unit]["reference_length"] for r in rows)
+    return errors / length if length else float(errors > 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="model directory written by training")
+    parser.add_argument("--manifest", required=True, help="JSON-lines manifest to score")
+    parser.add_argument("--json", help="write the scores and every utterance's result here")
+    parser.add_argument("--beam-size", type=int, help="override the model's decoding beam")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    options = {"beam_size": args.beam_size} if args.beam_size else {}
+    try:
+        transcriber = Transcriber.from_pretrained(args.model, args.device, **options)
+        result = evaluate(transcriber, args.manifest, args.batch_size)
+    except (AudioError, ManifestError, ModelDirError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"{result['manifest']}: {result['utterances']} utterances, "
+          f"WER {100 * result['wer']:.2f}%, CER {100 * result['cer']:.2f}%, "
+          f"RTF {result['rtf']:.4f}")
+    if args.json:
+        save_text(json.dumps(result, indent=2) + "\n", Path(args.json))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Front end: waveforms -> normalised log-mel (fbank) or MFCC frames, as an `nn.Module`.
+
+Being a module means it runs on the model's device (the GPU when training there) and that its
+global CMVN statistics travel inside the model's weights. Frames are computed without centre
+padding, so a frame only ever sees samples of its own utterance: batching never changes them.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torchaudio.transforms as T
+from torch import nn
+
+
+@dataclass
+class FeatureConfig:
+    """What the front end computes; `conf/features/*.yaml` fill it."""
+
+    kind: str = "fbank"  # "fbank" (log-mel) or "mfcc"
+    sample_rate: int = 16000
+    n_fft: int = 512
+    win_ms: float = 25.0
+    hop_ms: float = 10.0
+    n_mels: int = 80
+    n_mfcc: int = 40
+    # SpecAugment (training only): how many masks and their widest size in bins / frames.
+    freq_masks: int = 2
+    freq_width: int = 15
+    time_masks: int = 2
+    time_width: int = 20
+    time_max_ratio: float = 0.2
+
+    @property
+    def win_length(self) -> int:
+        return int(round(self.sample_rate * self.win_ms / 1000))
+
+    @property
+    def hop_length(self) -> int:
+        return int(round(self.sample_rate * self.hop_ms / 1000))
+
+    @property
+    def dim(self) -> int:
+        return self.n_mels if self.kind == "fbank" else self.n_mfcc
+
+
+def mel_kwargs(cfg: FeatureConfig) -> dict:
+    """Mel settings shared by fbank and MFCC; Slaney mel scale and norm as librosa's defaults."""
+    return dict(
+        sample_rate=cfg.sample_rate, n_fft=cfg.n_fft, win_length=cfg.win_length,
+        hop_length=cfg.hop_length, n_mels=cfg.n_mels, center=False, power=2.0,
+        norm="slaney", mel_scale="slaney",
+    )
+
+
+class FrontEnd(nn.Module):
+    """(batch, samples) waveforms + lengths -> (batch, frames, dim) features + frame lengths."""
+
+    def __init__(self, cfg: FeatureConfig) -> None:
+        super().__init__()
+        if cfg.kind not in ("fbank", "mfcc"):
+            raise ValueError(f"features.kind must be 'fbank' or 'mfcc', got {cfg.kind!r}")
+        self.cfg = cfg
+        if cfg.kind == "fbank":
+            self.transform = T.MelSpectrogram(**mel_kwargs(cfg))
+        else:
+            self.transform = T.MFCC(cfg.sample_rate, cfg.n_mfcc, log_mels=False,
+                                    melkwargs=mel_kwargs(cfg))
+        self.freq_masks = nn.ModuleList(
+            T.FrequencyMasking(cfg.freq_width, iid_masks=True) for _ in range(cfg.freq_masks))
+        self.time_masks = nn.ModuleList(
+            T.TimeMasking(cfg.time_width, iid_masks=True, p=cfg.time_max_ratio)
+            for _ in range(cfg.time_masks))
+        self.register_buffer("cmvn_mean", torch.zeros(cfg.dim))
+        self.register_buffer("cmvn_std", torch.ones(cfg.dim))
+
+    def frame_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
+        """Frames per utterance: only FFT frames that fit entirely inside the samples."""
+        frames = (lengths - self.cfg.n_fft) // self.cfg.hop_length + 1
+        return frames.clamp(min=1)
+
+    def raw(self, wave: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Un-normalised features; waveforms shorter than one FFT frame are zero-padded to it."""
+        if wave.shape[-1] < self.cfg.n_fft:
+            wave = nn.functional.pad(wave, (0, self.cfg.n_fft - wave.shape[-1]))
+        with torch.autocast(wave.device.type, enabled=False):
+            spec = self.transform(wave.float().unsqueeze(1)).squeeze(1)  # (B, dim, frames)
+        if self.cfg.kind == "fbank":
+            spec = torch.log(spec + 1e-6)
+        return spec.transpose(1, 2), self.frame_lengths(lengths)
+
+    def forward(self, wave: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        feats, frames = self.raw(wave, lengths)
+        feats = (feats - self.cmvn_mean) / self.cmvn_std
+        if self.training:
+            feats = self.spec_augment(feats)
+        mask = torch.arange(feats.shape[1], device=feats.device)[None, :] < frames[:, None]
+        return feats * mask.unsqueeze(-1), frames
+
+    def spec_augment(self, feats: torch.Tensor) -> torch.Tensor:
+        """Frequency and time masks (after CMVN, so a mask holds the mean: zero)."""
+        spec = feats.transpose(1, 2).unsqueeze(1)  # (B, 1, dim, frames): iid masks need 4-D
+        for mask in [*self.freq_masks, *self.time_masks]:
+            spec = mask(spec)
+        return spec.squeeze(1).transpose(1, 2)
+
+    @torch.no_grad()
+    def set_cmvn(self, batches) -> int:
+        """Compute global mean/std over the valid frames of `(wave, lengths)` batches.
+
+        Returns the number of frames used. Statistics are accumulated in float64 so thousands
+        of utterances do not lose precision.
+        """
+        total = torch.zeros(self.cfg.dim, dtype=torch.float64)
+        total_sq = torch.zeros_like(total)
+        count = 0
+        for wave, lengths in batches:
+            feats, frames = self.raw(wave.to(self.cmvn_mean.device), lengths.to(self.cmvn_mean.device))
+            for item, n in zip(feats, frames.tolist(), strict=True):
+                valid = item[:n].double().cpu()
+                total += valid.sum(0)
+                total_sq += (valid**2).sum(0)
+                count += n
+        if count == 0:
+            raise ValueError("no frames to compute CMVN statistics from")
+        mean = total / count
+        std = (total_sq / count - mean**2).clamp(min=1e-10).sqrt()
+        self.cmvn_mean.copy_(mean.float())
+        self.cmvn_std.copy_(std.float().clamp(min=1e-3))
+        return count

@@ -1,0 +1,226 @@
+"""The Speech-Transformer, in one readable file (after openai/whisper's `model.py`).
+
+dimensions -> attention -> residual block -> encoder -> decoder -> model. Feature frames are the
+encoder's embeddings: stacked (or conv-subsampled), linearly projected, plus a sinusoidal position
+code. The decoder embeds BPE tokens, attends causally to itself and to the encoder by
+cross-attention, and reads its output through the transposed token embedding.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from asr.features import FeatureConfig, FrontEnd
+from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass
+class ModelDimensions:
+    """Sizes and options of the network; `conf/model/*.yaml` fill it."""
+
+    n_vocab: int
+    n_input: int = 80
+    d_model: int = 256
+    n_head: int = 4
+    d_ff: int = 1024
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 3
+    dropout: float = 0.1
+    subsampling: str = "stack"  # "stack" (frame stacking), "conv2d" (4x) or "none"
+    stack: int = 3  # frames stacked into one encoder position when subsampling == "stack"
+    conv_channels: int = 64
+    norm: str = "pre"  # "pre" (Pre-LN) or "post" (Post-LN)
+    ctc_weight: float = 0.3  # joint CTC loss weight; 0 removes the CTC head
+    label_smoothing: float = 0.1
+
+
+def sinusoids(length: int, channels: int, device: torch.device | None = None) -> Tensor:
+    """Vaswani et al.'s position code: sin/cos at geometrically spaced wavelengths."""
+    position = torch.arange(length, device=device, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, channels, 2, device=device) / channels)
+    code = torch.zeros(length, channels, device=device)
+    code[:, 0::2] = torch.sin(position * inv_freq)
+    code[:, 1::2] = torch.cos(position * inv_freq)
+    return code
+
+
+def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
+    """(batch, max_len) bool, True at real (non-padding) positions."""
+    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention on top of `F.scaled_dot_product_attention`."""
+
+    def __init__(self, d_model: int, n_head: int, dropout: float) -> None:
+        super().__init__()
+        self.n_head, self.dropout = n_head, dropout
+        self.query = nn.Linear(d_model, d_model)
+        self.key = nn.Linear(d_model, d_model)
+        self.value = nn.Linear(d_model, d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x: Tensor, source: Tensor, mask: Tensor | None = None) -> Tensor:
+        """`mask` broadcasts to (batch, heads, queries, keys); True means "may attend"."""
+        q, k, v = (self._split(p(t)) for p, t in ((self.query, x), (self.key, source),
+                                                   (self.value, source)))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.out(y.transpose(1, 2).flatten(2))
+
+    def _split(self, t: Tensor) -> Tensor:
+        return t.unflatten(-1, (self.n_head, -1)).transpose(1, 2)
+
+
+class ResidualAttentionBlock(nn.Module):
+    """Self-attention, optional cross-attention, feed-forward; each wrapped Pre-LN or Post-LN."""
+
+    def __init__(self, dims: ModelDimensions, cross_attention: bool) -> None:
+        super().__init__()
+        d = dims.d_model
+        self.pre_norm = dims.norm == "pre"
+        self.attn = MultiHeadAttention(d, dims.n_head, dims.dropout)
+        self.attn_ln = nn.LayerNorm(d)
+        self.cross_attn = MultiHeadAttention(d, dims.n_head, dims.dropout) if cross_attention else None
+        self.cross_attn_ln = nn.LayerNorm(d) if cross_attention else None
+        self.mlp = nn.Sequential(nn.Linear(d, dims.d_ff), nn.ReLU(), nn.Dropout(dims.dropout),
+                                 nn.Linear(dims.d_ff, d))
+        self.mlp_ln = nn.LayerNorm(d)
+        self.drop = nn.Dropout(dims.dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None, memory: Tensor | None = None,
+                memory_mask: Tensor | None = None) -> Tensor:
+        x = self._residual(x, self.attn_ln, lambda h: self.attn(h, h, mask))
+        if self.cross_attn is not None:
+            x = self._residual(x, self.cross_attn_ln,
+                               lambda h: self.cross_attn(h, memory, memory_mask))
+        return self._residual(x, self.mlp_ln, self.mlp)
+
+    def _residual(self, x: Tensor, norm: nn.LayerNorm, layer) -> Tensor:
+        if self.pre_norm:
+            return x + self.drop(layer(norm(x)))
+        return norm(x + self.drop(layer(x)))
+
+
+class AudioEncoder(nn.Module):
+    """Feature frames -> subsampled embeddings -> Transformer encoder states."""
+
+    def __init__(self, dims: ModelDimensions) -> None:
+        super().__init__()
+        self.dims = dims
+        if dims.subsampling == "conv2d":
+            c = dims.conv_channels
+            self.conv = nn.Sequential(nn.Conv2d(1, c, 3, 2), nn.ReLU(), nn.Conv2d(c, c, 3, 2),
+                                      nn.ReLU())
+            in_features = c * (((dims.n_input - 1) // 2 - 1) // 2)
+        elif dims.subsampling in ("stack", "none"):
+            self.conv = None
+            in_features = dims.n_input * self.stride
+        else:
+            raise ValueError(f"model.subsampling must be stack, conv2d or none, "
+                             f"got {dims.subsampling!r}")
+        self.embed = nn.Linear(in_features, dims.d_model)
+        self.drop = nn.Dropout(dims.dropout)
+        self.blocks = nn.ModuleList(ResidualAttentionBlock(dims, cross_attention=False)
+                                    for _ in range(dims.n_encoder_layers))
+        self.ln_post = nn.LayerNorm(dims.d_model) if dims.norm == "pre" else nn.Identity()
+
+    @property
+    def stride(self) -> int:
+        return self.dims.stack if self.dims.subsampling == "stack" else 1
+
+    def subsample(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Reduce the frame rate; padding frames must be zero (the front end ensures it)."""
+        if self.conv is not None:
+            x = self.conv(feats.unsqueeze(1))  # (B, C, T', F')
+            lengths = ((lengths - 1) // 2 - 1) // 2
+            return x.permute(0, 2, 1, 3).flatten(2), lengths.clamp(min=1)
+        s = self.stride
+        pad = (-feats.shape[1]) % s
+        x = F.pad(feats, (0, 0, 0, pad)).unflatten(1, (-1, s)).flatten(2)
+        return x, (lengths + s - 1) // s
+
+    def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        if self.conv is not None and feats.shape[1] < 7:
+            feats = F.pad(feats, (0, 0, 0, 7 - feats.shape[1]))
+        x, lengths = self.subsample(feats, lengths)
+        x = self.embed(x)
+        x = self.drop(x + sinusoids(x.shape[1], x.shape[2], x.device))
+        mask = padding_mask(lengths, x.shape[1])[:, None, None, :]
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.ln_post(x), lengths
+
+
+class TextDecoder(nn.Module):
+    """Token ids + encoder states -> next-token logits (output tied to the embedding)."""
+
+    def __init__(self, dims: ModelDimensions) -> None:
+        super().__init__()
+        self.scale = math.sqrt(dims.d_model)
+        self.token_embedding = nn.Embedding(dims.n_vocab, dims.d_model, padding_idx=PAD_ID)
+        nn.init.normal_(self.token_embedding.weight, std=dims.d_model**-0.5)
+        self.drop = nn.Dropout(dims.dropout)
+        self.blocks = nn.ModuleList(ResidualAttentionBlock(dims, cross_attention=True)
+                                    for _ in range(dims.n_decoder_layers))
+        self.ln = nn.LayerNorm(dims.d_model) if dims.norm == "pre" else nn.Identity()
+
+    def forward(self, tokens: Tensor, memory: Tensor, memory_lengths: Tensor) -> Tensor:
+        length = tokens.shape[1]
+        x = self.token_embedding(tokens) * self.scale
+        x = self.drop(x + sinusoids(length, x.shape[-1], x.device))
+        causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
+        memory_mask = padding_mask(memory_lengths, memory.shape[1])[:, None, None, :]
+        for block in self.blocks:
+            x = block(x, causal, memory, memory_mask)
+        return self.ln(x) @ self.token_embedding.weight.T
+
+
+class SpeechTransformer(nn.Module):
+    """Front end + encoder + decoder (+ CTC head): waveforms in, token scores out."""
+
+    def __init__(self, dims: ModelDimensions, features: FeatureConfig) -> None:
+        super().__init__()
+        self.dims = dims
+        self.frontend = FrontEnd(features)
+        self.encoder = AudioEncoder(dims)
+        self.decoder = TextDecoder(dims)
+        self.ctc = nn.Linear(dims.d_model, dims.n_vocab) if dims.ctc_weight > 0 else None
+
+    def encode(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Waveforms (batch, samples) -> encoder states and their lengths."""
+        feats, frames = self.frontend(wave, lengths)
+        return self.encoder(feats, frames)
+
+    def forward(self, wave: Tensor, lengths: Tensor, targets: Tensor) -> dict[str, Tensor]:
+        """Training losses for padded token `targets` (batch, max_tokens), PAD_ID as padding.
+
+        Returns the joint `loss` = (1 - w) * attention + w * CTC, both per target token.
+        """
+        memory, memory_lengths = self.encode(wave, lengths)
+        target_lengths = (targets != PAD_ID).sum(1)
+        bos = torch.full_like(targets[:, :1], BOS_ID)
+        decoder_in = torch.cat([bos, targets], dim=1)
+        decoder_out = torch.cat([targets, torch.full_like(bos, PAD_ID)], dim=1)
+        decoder_out[torch.arange(len(targets)), target_lengths] = EOS_ID
+        logits = self.decoder(decoder_in, memory, memory_lengths)
+        att = F.cross_entropy(logits.flatten(0, 1).float(), decoder_out.flatten(),
+                              ignore_index=PAD_ID, label_smoothing=self.dims.label_smoothing)
+        losses = {"att": att}
+        loss = att
+        if self.ctc is not None:
+            losses["ctc"] = self.ctc_loss(memory, memory_lengths, targets, target_lengths)
+            w = self.dims.ctc_weight
+            loss = (1 - w) * att + w * losses["ctc"]
+        losses["loss"] = loss
+        return losses
+
+    def ctc_loss(self, memory: Tensor, memory_lengths: Tensor, targets: Tensor,
+                 target_lengths: Tensor) -> Tensor:
+        log_probs = self.ctc(memory).float().log_softmax(-1).transpose(0, 1)
+        total = F.ctc_loss(log_probs, targets, memory_lengths, target_lengths, blank=PAD_ID,
+                           reduction="sum", zero_infinity=True)
+        return total / target_lengths.sum().clamp(min=1)

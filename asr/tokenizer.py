@@ -1,0 +1,57 @@
+"""BPE tokenizer: sentencepiece trained on the training transcripts, saved with the model.
+
+Ids are fixed so that the model can rely on them: 0 = padding (also the CTC blank),
+1 = unknown, 2 = beginning of sentence, 3 = end of sentence.
+"""
+
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from asr.text import normalize_text
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+class Tokenizer:
+    """Normalised text <-> BPE token ids."""
+
+    def __init__(self, model_proto: bytes) -> None:
+        self.model_proto = model_proto
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        self.pad_id, self.unk_id, self.bos_id, self.eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int, model_type: str = "bpe") -> "Tokenizer":
+        """Learn a vocabulary from normalised transcripts.
+
+        `hard_vocab_limit=False` lets a small corpus (a few hundred distinct words) end up with
+        fewer pieces than asked for instead of failing.
+        """
+        normalised = [t for t in (normalize_text(x) for x in texts) if t]
+        if not normalised:
+            raise ValueError("cannot train a tokenizer: no non-empty transcripts")
+        proto = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(normalised), model_writer=proto, vocab_size=vocab_size,
+            model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
+            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, minloglevel=2,
+        )
+        return cls(proto.getvalue())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Tokenizer":
+        return cls(Path(path).read_bytes())
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(normalize_text(text))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        specials = {self.pad_id, self.bos_id, self.eos_id}
+        return normalize_text(self.sp.decode([i for i in ids if i not in specials]))
