@@ -31,6 +31,7 @@ def read_audio(path: str | Path) -> tuple[np.ndarray, int]:
         raise AudioError(path, "is a directory, not an audio file")
     if path.stat().st_size == 0:
         raise AudioError(path, "empty file")
+    _check_wav_length(path)
     try:
         samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError) as err:
@@ -40,6 +41,29 @@ def read_audio(path: str | Path) -> tuple[np.ndarray, int]:
     if not np.isfinite(samples).all():
         raise AudioError(path, "contains NaN or infinite samples")
     return samples, rate
+
+
+def _check_wav_length(path: Path) -> None:
+    """Refuse a WAV whose data chunk is shorter than its header declares.
+
+    libsndfile silently reads what is there, so a file cut off mid-copy would otherwise be
+    transcribed as if the speaker had stopped talking.
+    """
+    with path.open("rb") as f:
+        header = f.read(12)
+        if len(header) < 12 or header[:4] != b"RIFF" or header[8:12] != b"WAVE":
+            return
+        while chunk := f.read(8):
+            if len(chunk) < 8:
+                return
+            size = int.from_bytes(chunk[4:], "little")
+            if chunk[:4] == b"data":
+                available = path.stat().st_size - f.tell()
+                if 0 < size < 0xFFFFFFFF and available < size:
+                    raise AudioError(path, f"truncated: header declares {size} bytes of audio, "
+                                           f"file holds {available}")
+                return
+            f.seek(size + size % 2, 1)
 
 
 def to_mono(samples: np.ndarray) -> np.ndarray:
@@ -84,6 +108,7 @@ def audio_duration(path: str | Path) -> float:
 
 
 def _first_line(err: Exception) -> str:
-    """Library errors can span lines; keep the message to one."""
-    text = str(err).strip().splitlines()
+    """The library's own words, on one line, without the path it repeats."""
+    text = getattr(err, "error_string", None) or str(err)
+    text = text.strip().splitlines()
     return text[0] if text else type(err).__name__

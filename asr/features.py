@@ -63,8 +63,8 @@ class FrontEnd(nn.Module):
         if cfg.kind == "fbank":
             self.transform = T.MelSpectrogram(**mel_kwargs(cfg))
         else:
-            self.transform = T.MFCC(cfg.sample_rate, cfg.n_mfcc, log_mels=False,
-                                    melkwargs=mel_kwargs(cfg))
+            melkwargs = {k: v for k, v in mel_kwargs(cfg).items() if k != "sample_rate"}
+            self.transform = T.MFCC(cfg.sample_rate, cfg.n_mfcc, log_mels=False, melkwargs=melkwargs)
         self.freq_masks = nn.ModuleList(
             T.FrequencyMasking(cfg.freq_width, iid_masks=True) for _ in range(cfg.freq_masks))
         self.time_masks = nn.ModuleList(

@@ -1,0 +1,66 @@
+"""Shared fixtures: real recordings from ../shared/data and a tiny model trained on them."""
+
+import json
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+from hydra import compose, initialize_config_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+FSDD = SHARED / "fsdd" / "recordings"
+COMMANDS = SHARED / "speech_commands"
+DIGITS = "zero one two three four five six seven eight nine".split()
+
+
+def require_shared() -> None:
+    if not FSDD.is_dir():
+        pytest.fail(f"real speech missing: {SHARED} (see its README)")
+
+
+def fsdd_file(digit: int, speaker: str = "jackson", take: int = 0) -> Path:
+    return FSDD / f"{digit}_{speaker}_{take}.wav"
+
+
+def write_manifest(path: Path, entries: list[tuple[Path, str]]) -> Path:
+    """A NeMo-style manifest of (audio path, text) with durations read from the files."""
+    with path.open("w") as f:
+        for audio, text in entries:
+            info = sf.info(str(audio))
+            f.write(json.dumps({"audio_filepath": str(audio), "text": text,
+                                "duration": info.frames / info.samplerate}) + "\n")
+    return path
+
+
+def small_real_set() -> list[tuple[Path, str]]:
+    """Eight real utterances: four digits (FSDD, 8 kHz) and four command words (16 kHz)."""
+    require_shared()
+    digits = [(fsdd_file(d, speaker), DIGITS[d])
+              for d, speaker in [(1, "jackson"), (4, "lucas"), (7, "nicolas"), (9, "yweweler")]]
+    words = [(sorted((COMMANDS / w).glob("*.wav"))[0], w) for w in ("yes", "stop", "left", "go")]
+    return digits + words
+
+
+def train_config(tmp: Path, manifest: Path, *overrides: str):
+    """The real training config (conf/train.yaml) with test overrides."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose("train", overrides=[
+            f"data.train_manifest={manifest}", f"data.dev_manifest={manifest}",
+            f"trainer.out_dir={tmp / 'model'}", "trainer.progress=false", "model=tiny",
+            *overrides])
+
+
+@pytest.fixture(scope="session")
+def overfit_model(tmp_path_factory) -> tuple[Path, list[tuple[Path, str]], dict]:
+    """A tiny model trained until it has memorised eight real utterances."""
+    from asr.train import Trainer
+
+    tmp = tmp_path_factory.mktemp("overfit")
+    entries = small_real_set()
+    manifest = write_manifest(tmp / "train.jsonl", entries)
+    cfg = train_config(tmp, manifest, "trainer.max_epochs=200", "tokenizer.vocab_size=40",
+                       "data.batch_size=8", "scheduler.warmup_steps=20", "optim.lr=3e-3",
+                       "features.freq_masks=0", "features.time_masks=0")
+    state = Trainer(cfg).fit()
+    return tmp / "model", entries, {"history": state.history, "manifest": manifest}

@@ -1,0 +1,69 @@
+"""Manifests (NeMo convention, relative paths, clear errors) and duration-bucketed batches."""
+
+import json
+
+import pytest
+
+from asr.data import DurationBatchSampler, ManifestError, read_manifest
+from conftest import fsdd_file
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_relative_paths_resolve_against_manifest_folder(tmp_path):
+    (tmp_path / "sub").mkdir()
+    manifest = write_lines(tmp_path / "sub" / "m.jsonl", [
+        json.dumps({"audio_filepath": "wavs/a.wav", "text": "yes", "duration": 1.0}),
+        "",
+        json.dumps({"audio_filepath": str(fsdd_file(1)), "text": "one", "duration": 0.5}),
+    ])
+    utts = read_manifest(manifest)
+    assert [u.audio_filepath for u in utts] == [str(tmp_path / "sub" / "wavs" / "a.wav"),
+                                                str(fsdd_file(1))]
+    assert [u.text for u in utts] == ["yes", "one"]
+
+
+@pytest.mark.parametrize("line,problem", [
+    ('{"audio_filepath": "a.wav", "text": "x"}', "missing key(s) duration"),
+    ('{"audio_filepath": "a.wav"', "bad JSON (Expecting ',' delimiter)"),
+    ('["a.wav", "x", 1]', "expected a JSON object"),
+    ('{"audio_filepath": "a.wav", "text": "x", "duration": -1}',
+     "duration must be a positive number, got -1"),
+    ('{"audio_filepath": "a.wav", "text": 5, "duration": 1}', "text must be a string"),
+])
+def test_bad_lines_name_file_and_line(tmp_path, line, problem):
+    good = json.dumps({"audio_filepath": "b.wav", "text": "y", "duration": 1})
+    manifest = write_lines(tmp_path / "m.jsonl", [good, line])
+    with pytest.raises(ManifestError) as caught:
+        read_manifest(manifest)
+    assert str(caught.value) == f"{manifest}:2: {problem}"
+    assert len(read_manifest(manifest, on_error="skip")) == 1
+
+
+def test_missing_and_non_utf8_manifests(tmp_path):
+    with pytest.raises(ManifestError, match="manifest not found"):
+        read_manifest(tmp_path / "none.jsonl")
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(b'{"audio_filepath": "a.wav", "text": "caf\xe9", "duration": 1}\n')
+    with pytest.raises(ManifestError, match="not UTF-8 text"):
+        read_manifest(bad)
+
+
+def test_batches_cover_everything_once_and_respect_caps():
+    durations = [0.5 + (i * 7 % 13) / 4 for i in range(100)]
+    sampler = DurationBatchSampler(durations, batch_size=8, max_duration=12.0, seed=3)
+    batches = list(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(100))
+    for batch in batches:
+        assert len(batch) <= 8
+        assert len(batch) == 1 or max(durations[i] for i in batch) * len(batch) <= 12.0
+    sampler.set_epoch(1)
+    assert list(sampler) != batches  # reshuffled per epoch
+    sampler.set_epoch(0)
+    assert list(sampler) == batches  # but reproducibly
+    halves = [list(DurationBatchSampler(durations, 8, 12.0, seed=3, rank=r, world_size=2))
+              for r in (0, 1)]
+    assert not {tuple(b) for b in halves[0]} & {tuple(b) for b in halves[1]}

@@ -1,0 +1,70 @@
+"""The torchaudio front end against librosa, its reference, on real speech; CMVN; SpecAugment."""
+
+import librosa
+import numpy as np
+import pytest
+import torch
+
+from asr.audio import load_audio
+from asr.features import FeatureConfig, FrontEnd
+from conftest import COMMANDS, fsdd_file
+
+
+@pytest.fixture(scope="module")
+def waves() -> list[torch.Tensor]:
+    return [load_audio(fsdd_file(5), 16000), load_audio(sorted((COMMANDS / "yes").glob("*.wav"))[0],
+                                                        16000)]
+
+
+def librosa_mel(wave: torch.Tensor, cfg: FeatureConfig) -> np.ndarray:
+    return librosa.feature.melspectrogram(
+        y=wave.numpy(), sr=cfg.sample_rate, n_fft=cfg.n_fft, hop_length=cfg.hop_length,
+        win_length=cfg.win_length, center=False, power=2.0, n_mels=cfg.n_mels)
+
+
+@pytest.mark.parametrize("kind", ["fbank", "mfcc"])
+def test_front_end_matches_librosa(waves, kind):
+    cfg = FeatureConfig(kind=kind)
+    front = FrontEnd(cfg).eval()
+    for wave in waves:
+        ours, frames = front(wave[None], torch.tensor([len(wave)]))
+        mel = librosa_mel(wave, cfg)
+        if kind == "fbank":
+            reference = np.log(mel + 1e-6)
+        else:
+            reference = librosa.feature.mfcc(S=librosa.power_to_db(mel), n_mfcc=cfg.n_mfcc)
+        assert ours.shape == (1, reference.shape[1], cfg.dim) and frames.item() == reference.shape[1]
+        assert np.allclose(ours[0].numpy(), reference.T, atol=1e-2, rtol=1e-3)
+
+
+def test_batching_does_not_change_features(waves):
+    front = FrontEnd(FeatureConfig()).eval()
+    batch = torch.nn.utils.rnn.pad_sequence(waves, batch_first=True)
+    feats, frames = front(batch, torch.tensor([len(w) for w in waves]))
+    for i, wave in enumerate(waves):
+        alone, n = front(wave[None], torch.tensor([len(wave)]))
+        assert frames[i] == n.item()
+        assert torch.allclose(feats[i, :n], alone[0], atol=1e-5)
+        assert feats[i, n:].abs().sum() == 0  # padding frames are zero
+
+
+def test_cmvn_normalises_to_zero_mean_unit_variance(waves):
+    front = FrontEnd(FeatureConfig()).eval()
+    lengths = torch.tensor([len(w) for w in waves])
+    batch = torch.nn.utils.rnn.pad_sequence(waves, batch_first=True)
+    count = front.set_cmvn([(batch, lengths)])
+    feats, frames = front(batch, lengths)
+    valid = torch.cat([feats[i, :n] for i, n in enumerate(frames.tolist())])
+    assert count == len(valid)
+    assert torch.allclose(valid.mean(0), torch.zeros(80), atol=1e-4)
+    assert torch.allclose(valid.std(0, unbiased=False), torch.ones(80), atol=1e-3)
+
+
+def test_spec_augment_only_in_training(waves):
+    front = FrontEnd(FeatureConfig(freq_width=20, time_width=30))
+    wave, lengths = waves[0][None], torch.tensor([len(waves[0])])
+    torch.manual_seed(0)
+    masked, _ = front.train()(wave, lengths)
+    clean, _ = front.eval()(wave, lengths)
+    assert (masked == 0).sum() > (clean == 0).sum()
+    assert torch.equal(clean, front(wave, lengths)[0])  # eval is deterministic

@@ -1,0 +1,81 @@
+"""Model invariants: causal decoder masks, padding-independence, options that build and run."""
+
+import pytest
+import torch
+
+from asr.features import FeatureConfig
+from asr.model import ModelDimensions, SpeechTransformer
+from asr.tokenizer import BOS_ID
+
+
+def make_model(**options) -> SpeechTransformer:
+    torch.manual_seed(0)
+    dims = ModelDimensions(n_vocab=50, n_input=80, d_model=32, n_head=4, d_ff=64,
+                           n_encoder_layers=2, n_decoder_layers=2, dropout=0.0, **options)
+    return SpeechTransformer(dims, FeatureConfig()).eval()
+
+
+def waves(*seconds: float) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(1)
+    lengths = torch.tensor([int(s * 16000) for s in seconds])
+    batch = torch.randn(len(seconds), int(lengths.max())) * 0.1
+    batch *= (torch.arange(batch.shape[1])[None] < lengths[:, None])
+    return batch, lengths
+
+
+def test_decoder_is_causal():
+    """Changing a later token never changes the scores at earlier positions."""
+    model = make_model()
+    memory, lengths = model.encode(*waves(0.5))
+    tokens = torch.tensor([[BOS_ID, 10, 11, 12, 13]])
+    changed = tokens.clone()
+    changed[0, 3:] = torch.tensor([40, 41])
+    a = model.decoder(tokens, memory, lengths)
+    b = model.decoder(changed, memory, lengths)
+    assert torch.allclose(a[:, :3], b[:, :3], atol=1e-6)
+    assert not torch.allclose(a[:, 3:], b[:, 3:])
+
+
+@pytest.mark.parametrize("options", [{}, {"subsampling": "conv2d"}, {"subsampling": "none"},
+                                     {"norm": "post"}, {"stack": 3}])
+def test_padding_does_not_change_outputs(options):
+    """An utterance decodes to the same scores alone or padded inside a longer batch."""
+    model = make_model(**options)
+    batch, lengths = waves(0.37, 1.0)
+    tokens = torch.tensor([[BOS_ID, 5, 6, 7]] * 2)
+    memory, memory_lengths = model.encode(batch, lengths)
+    together = model.decoder(tokens, memory, memory_lengths)
+    alone_memory, alone_lengths = model.encode(batch[:1, : lengths[0]], lengths[:1])
+    alone = model.decoder(tokens[:1], alone_memory, alone_lengths)
+    n = alone_lengths.item()
+    assert memory_lengths[0] == n
+    assert torch.allclose(memory[0, :n], alone_memory[0], atol=1e-5)
+    assert torch.allclose(together[0], alone[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [{}, {"subsampling": "conv2d"}, {"ctc_weight": 0.0}])
+def test_loss_is_finite_and_backpropagates(options):
+    model = make_model(**options).train()
+    batch, lengths = waves(0.5, 0.8)
+    targets = torch.tensor([[5, 6, 7], [8, 9, 0]])
+    losses = model(batch, lengths, targets)
+    assert set(losses) == ({"att", "ctc", "loss"} if model.ctc else {"att", "loss"})
+    losses["loss"].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_output_layer_is_tied_to_token_embedding():
+    model = make_model()
+    names = [n for n, _ in model.named_parameters()]
+    assert not any("proj" in n or "lm_head" in n for n in names)
+    emb = model.decoder.token_embedding.weight
+    memory, lengths = model.encode(*waves(0.3))
+    with torch.no_grad():
+        emb[7].zero_()  # a zero embedding row gives a zero logit for that token
+    logits = model.decoder(torch.tensor([[BOS_ID]]), memory, lengths)
+    assert logits[0, 0, 7].item() == 0.0
+
+
+def test_unknown_subsampling_is_a_clear_error():
+    with pytest.raises(ValueError, match="model.subsampling must be stack, conv2d or none"):
+        make_model(subsampling="conv1d")

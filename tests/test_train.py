@@ -1,0 +1,68 @@
+"""Training end to end on real speech: the loss falls and the model transcribes what it learnt."""
+
+import json
+import subprocess
+import sys
+
+import torch
+
+from asr.checkpoint import CHECKPOINT, load_model_dir, load_torch
+from asr.transcriber import Transcriber
+from conftest import ROOT, small_real_set, train_config, write_manifest
+
+
+def test_tiny_model_overfits_real_utterances(overfit_model):
+    model_dir, entries, run = overfit_model
+    losses = [epoch["train_loss"] for epoch in run["history"]]
+    assert losses[-1] < 0.2 * losses[0]
+    assert run["history"][-1]["dev_wer"] == 0.0
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu")
+    assert transcriber.transcribe([path for path, _ in entries]) == [t for _, t in entries]
+
+
+def test_model_directory_round_trip(overfit_model):
+    """CMVN statistics and the tokenizer come back from disk exactly as trained."""
+    model_dir, _, _ = overfit_model
+    model, tokenizer, config = load_model_dir(model_dir)
+    weights = torch.load(model_dir / "model.pt", weights_only=True)
+    assert torch.equal(model.frontend.cmvn_mean, weights["frontend.cmvn_mean"])
+    assert not torch.allclose(model.frontend.cmvn_std, torch.ones_like(model.frontend.cmvn_std))
+    assert tokenizer.decode(tokenizer.encode("Seven, yes!")) == "seven yes"
+    assert config.model.n_vocab == tokenizer.vocab_size
+
+
+def test_train_cli_and_resume(tmp_path):
+    """`python -m asr.train` runs with Hydra overrides; resume continues to the same end."""
+    manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[:4])
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "asr.train", f"data.train_manifest={manifest}",
+            f"data.dev_manifest={manifest}", f"trainer.out_dir={out}", "model=tiny",
+            "tokenizer.vocab_size=30", "trainer.progress=false", "trainer.num_threads=1"]
+    first = subprocess.run([*args, "trainer.max_epochs=2"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "epoch 2:" in first.stdout
+    assert load_torch(out / CHECKPOINT)["state"]["epoch"] == 2
+    second = subprocess.run([*args, "trainer.max_epochs=3", "trainer.resume=true"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert "resumed from" in second.stdout and "epoch 3:" in second.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
+
+
+def test_resume_matches_uninterrupted_run(tmp_path):
+    """Stopping after one epoch and resuming gives the same weights as training straight on."""
+    from asr.train import Trainer
+
+    manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[:4])
+    common = ["tokenizer.vocab_size=30", "data.batch_size=2"]
+    straight = Trainer(train_config(tmp_path / "a", manifest, "trainer.max_epochs=2", *common))
+    straight.fit()
+    Trainer(train_config(tmp_path / "b", manifest, "trainer.max_epochs=1", *common)).fit()
+    resumed = Trainer(train_config(tmp_path / "b", manifest, "trainer.max_epochs=2",
+                                   "trainer.resume=true", *common))
+    resumed.fit()
+    for (name, a), b in zip(straight.model.state_dict().items(),
+                            resumed.model.state_dict().values(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), name
