@@ -8,6 +8,7 @@ padding, so a frame only ever sees samples of its own utterance: batching never 
 from dataclasses import dataclass
 
 import torch
+import torchaudio.functional as AF
 import torchaudio.transforms as T
 from torch import nn
 
@@ -43,15 +44,6 @@ class FeatureConfig:
         return self.n_mels if self.kind == "fbank" else self.n_mfcc
 
 
-def mel_kwargs(cfg: FeatureConfig) -> dict:
-    """Mel settings shared by fbank and MFCC; Slaney mel scale and norm as librosa's defaults."""
-    return dict(
-        sample_rate=cfg.sample_rate, n_fft=cfg.n_fft, win_length=cfg.win_length,
-        hop_length=cfg.hop_length, n_mels=cfg.n_mels, center=False, power=2.0,
-        norm="slaney", mel_scale="slaney",
-    )
-
-
 class FrontEnd(nn.Module):
     """(batch, samples) waveforms + lengths -> (batch, frames, dim) features + frame lengths."""
 
@@ -60,11 +52,15 @@ class FrontEnd(nn.Module):
         if cfg.kind not in ("fbank", "mfcc"):
             raise ValueError(f"features.kind must be 'fbank' or 'mfcc', got {cfg.kind!r}")
         self.cfg = cfg
-        if cfg.kind == "fbank":
-            self.transform = T.MelSpectrogram(**mel_kwargs(cfg))
-        else:
-            melkwargs = {k: v for k, v in mel_kwargs(cfg).items() if k != "sample_rate"}
-            self.transform = T.MFCC(cfg.sample_rate, cfg.n_mfcc, log_mels=False, melkwargs=melkwargs)
+        self.spectrogram = T.Spectrogram(cfg.n_fft, cfg.win_length, cfg.hop_length, center=False,
+                                         power=None)
+        # Slaney mel scale and norm, as librosa's defaults.
+        self.mel = T.MelScale(cfg.n_mels, cfg.sample_rate, n_stft=cfg.n_fft // 2 + 1,
+                              norm="slaney", mel_scale="slaney")
+        # MFCC as torchaudio's T.MFCC computes it: dB with an 80 dB floor, then an orthonormal DCT.
+        self.to_db = T.AmplitudeToDB("power", top_db=80.0)
+        self.register_buffer("dct", AF.create_dct(cfg.n_mfcc, cfg.n_mels, "ortho"),
+                             persistent=False)
         self.freq_masks = nn.ModuleList(
             T.FrequencyMasking(cfg.freq_width, iid_masks=True) for _ in range(cfg.freq_masks))
         self.time_masks = nn.ModuleList(
@@ -83,10 +79,14 @@ class FrontEnd(nn.Module):
         if wave.shape[-1] < self.cfg.n_fft:
             wave = nn.functional.pad(wave, (0, self.cfg.n_fft - wave.shape[-1]))
         with torch.autocast(wave.device.type, enabled=False):
-            spec = self.transform(wave.float().unsqueeze(1)).squeeze(1)  # (B, dim, frames)
-        if self.cfg.kind == "fbank":
-            spec = torch.log(spec + 1e-6)
-        return spec.transpose(1, 2), self.frame_lengths(lengths)
+            spec = self.spectrogram(wave.float())
+            # |X|^2 from real and imaginary parts: complex abs() is several times slower on CPU.
+            mel = self.mel(torch.view_as_real(spec).pow(2).sum(-1)).transpose(1, 2)
+            if self.cfg.kind == "fbank":
+                feats = torch.log(mel + 1e-6)
+            else:  # 4-D input: the 80 dB floor is relative to each utterance's own peak
+                feats = self.to_db(mel.unsqueeze(1)).squeeze(1) @ self.dct
+        return feats, self.frame_lengths(lengths)
 
     def forward(self, wave: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         feats, frames = self.raw(wave, lengths)

@@ -53,11 +53,15 @@ def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention on top of `F.scaled_dot_product_attention`."""
+    """Multi-head attention on top of `F.scaled_dot_product_attention`.
 
-    def __init__(self, d_model: int, n_head: int, dropout: float) -> None:
+    No dropout on the attention weights (as in whisper): it would force SDPA's slow path on
+    CPU, and the residual dropout around each layer regularises enough.
+    """
+
+    def __init__(self, d_model: int, n_head: int) -> None:
         super().__init__()
-        self.n_head, self.dropout = n_head, dropout
+        self.n_head = n_head
         self.query = nn.Linear(d_model, d_model)
         self.key = nn.Linear(d_model, d_model)
         self.value = nn.Linear(d_model, d_model)
@@ -67,8 +71,7 @@ class MultiHeadAttention(nn.Module):
         """`mask` broadcasts to (batch, heads, queries, keys); True means "may attend"."""
         q, k, v = (self._split(p(t)) for p, t in ((self.query, x), (self.key, source),
                                                    (self.value, source)))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.out(y.transpose(1, 2).flatten(2))
 
     def _split(self, t: Tensor) -> Tensor:
@@ -82,12 +85,11 @@ class ResidualAttentionBlock(nn.Module):
         super().__init__()
         d = dims.d_model
         self.pre_norm = dims.norm == "pre"
-        self.attn = MultiHeadAttention(d, dims.n_head, dims.dropout)
+        self.attn = MultiHeadAttention(d, dims.n_head)
         self.attn_ln = nn.LayerNorm(d)
-        self.cross_attn = MultiHeadAttention(d, dims.n_head, dims.dropout) if cross_attention else None
+        self.cross_attn = MultiHeadAttention(d, dims.n_head) if cross_attention else None
         self.cross_attn_ln = nn.LayerNorm(d) if cross_attention else None
-        self.mlp = nn.Sequential(nn.Linear(d, dims.d_ff), nn.ReLU(), nn.Dropout(dims.dropout),
-                                 nn.Linear(dims.d_ff, d))
+        self.mlp = nn.Sequential(nn.Linear(d, dims.d_ff), nn.ReLU(), nn.Linear(dims.d_ff, d))
         self.mlp_ln = nn.LayerNorm(d)
         self.drop = nn.Dropout(dims.dropout)
 

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, open_dict
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from asr.audio import AudioError
 from asr.checkpoint import (
     CHECKPOINT,
     TOKENIZER,
@@ -30,12 +31,16 @@ from asr.checkpoint import (
     save_model_dir,
     save_torch,
 )
-from asr.data import DurationBatchSampler, SpeechDataset, collate, read_manifest
+from asr.data import DurationBatchSampler, ManifestError, SpeechDataset, collate, read_manifest
 from asr.decoding import DecodingOptions
 from asr.metrics import error_rate
 from asr.model import SpeechTransformer
 from asr.tokenizer import Tokenizer
 from asr.transcriber import decode_texts, pick_device
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot start; the message says why and what to pass instead."""
 
 
 @dataclass
@@ -65,6 +70,10 @@ class Trainer:
         self.train_utts = read_manifest(cfg.data.train_manifest, cfg.data.on_error)
         self.dev_utts = read_manifest(cfg.data.dev_manifest, cfg.data.on_error)
         resuming = cfg.trainer.resume and (self.out_dir / CHECKPOINT).is_file()
+        if (self.out_dir / CHECKPOINT).is_file() and not (resuming or cfg.trainer.overwrite):
+            raise TrainingError(f"{self.out_dir}: already holds a training run; pass "
+                                "trainer.resume=true to continue it or trainer.overwrite=true "
+                                "to start over")
         self.tokenizer = self._tokenizer(resuming)
         with open_dict(cfg):
             cfg.model.n_vocab = self.tokenizer.vocab_size
@@ -224,7 +233,10 @@ def seed_everything(seed: int) -> None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> None:
-    state = Trainer(cfg).fit()
+    try:
+        state = Trainer(cfg).fit()
+    except (TrainingError, ManifestError, AudioError, ValueError) as err:
+        raise SystemExit(f"error: {err}") from None
     print(f"best dev WER {100 * state.best_wer:.2f}% after {state.epoch} epochs, "
           f"{state.step} steps; model in {cfg.trainer.out_dir}")
 
