@@ -125,6 +125,7 @@ class AudioEncoder(nn.Module):
             raise ValueError(f"model.subsampling must be stack, conv2d or none, "
                              f"got {dims.subsampling!r}")
         self.embed = nn.Linear(in_features, dims.d_model)
+        self.scale = math.sqrt(dims.d_model)
         self.drop = nn.Dropout(dims.dropout)
         self.blocks = nn.ModuleList(ResidualAttentionBlock(dims, cross_attention=False)
                                     for _ in range(dims.n_encoder_layers))
@@ -149,8 +150,8 @@ class AudioEncoder(nn.Module):
         if self.conv is not None and feats.shape[1] < 7:
             feats = F.pad(feats, (0, 0, 0, 7 - feats.shape[1]))
         x, lengths = self.subsample(feats, lengths)
-        x = self.embed(x)
-        x = self.drop(x + sinusoids(x.shape[1], x.shape[2], x.device))
+        x = self.embed(x) * self.scale  # as token embeddings are scaled, so the position
+        x = self.drop(x + sinusoids(x.shape[1], x.shape[2], x.device))  # code does not dominate
         mask = padding_mask(lengths, x.shape[1])[:, None, None, :]
         for block in self.blocks:
             x = block(x, mask)
