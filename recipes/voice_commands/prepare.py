@@ -33,6 +33,7 @@ import librosa
 import numpy as np
 import soundfile as sf
 
+from asr.checkpoint import atomic_write, save_text
 from recipes.voice_commands.grammar import SINGLE_WORD_INTENTS, all_sentences, commands
 
 SPLITS = ("train", "dev", "test")
@@ -323,20 +324,6 @@ def plan(args: argparse.Namespace, voices: dict[str, list[Voice]]) -> list[Job]:
     return jobs
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write via a temp file in the same folder, fsync and rename: never a half-written file."""
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.remove(tmp)
-        raise
-
-
 def settings(args: argparse.Namespace, voices: list[Voice]) -> dict:
     """What the corpus depends on (not --jobs): a change means it must be generated again."""
     grammar = hashlib.sha256("\n".join(all_sentences()).encode()).hexdigest()[:16]
@@ -358,13 +345,14 @@ def write_corpus(out: Path, records: list[dict]) -> None:
     for split in SPLITS:
         lines = [json.dumps(r) + "\n" for r in records if r["audio_filepath"].startswith(
             f"wavs/{split}/")]
-        write_atomic(out / f"{split}.jsonl", "".join(lines))
+        save_text("".join(lines), out / f"{split}.jsonl")
     tests = [r for r in records if r["audio_filepath"].startswith("wavs/test/")]
     clear = [r for r in tests if r["intent"] not in SINGLE_WORD_INTENTS
              and (r["snr_db"] is None or r["snr_db"] >= 20)]
     sample = (clear or tests)[0]
-    write_atomic(out / "sample.wav", (out / sample["audio_filepath"]).read_bytes())
-    write_atomic(out / "sample.txt", sample["text"] + "\n")
+    audio = (out / sample["audio_filepath"]).read_bytes()
+    atomic_write(out / "sample.wav", lambda f: f.write(audio))
+    save_text(sample["text"] + "\n", out / "sample.txt")
 
 
 def summary(records: list[dict], elapsed: float) -> str:
@@ -414,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
     records = synthesize_all(jobs, args.jobs)
     write_corpus(args.out, records)
-    write_atomic(done, json.dumps(wanted, indent=1) + "\n")
+    save_text(json.dumps(wanted, indent=1) + "\n", done)
     print(summary(records, time.monotonic() - start))
 
 
