@@ -2,12 +2,17 @@
 
 Both advance every hypothesis of every utterance in one decoder call per step. The longest
 transcript allowed for an utterance is tied to its encoder length, so search always ends.
+Beam search can rescore its finished hypotheses with the model's CTC head: the attention
+decoder alone leans towards sentences it saw in training ("what time is it" for "what time is
+it please"), while CTC must account for every stretch of the audio.
 """
 
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from asr.model import SpeechTransformer
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -20,6 +25,7 @@ class DecodingOptions:
     beam_size: int = 1  # 1 = greedy
     length_penalty: float = 1.0  # a finished hypothesis scores log P / length ** length_penalty
     max_len_ratio: float = 1.0  # at most this many tokens per encoder frame
+    ctc_weight: float = 0.0  # beam search: final score = (1 - w) log P_att + w log P_ctc
 
 
 @torch.no_grad()
@@ -30,7 +36,10 @@ def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
     max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
     if options.beam_size <= 1:
         return greedy_search(model, memory, memory_lengths, max_tokens)
-    return beam_search(model, memory, memory_lengths, max_tokens, options)
+    finished = beam_search(model, memory, memory_lengths, max_tokens, options)
+    if options.ctc_weight > 0 and model.ctc is not None:
+        return ctc_rescore(model, memory, memory_lengths, finished, options)
+    return [f.best() for f in finished]
 
 
 def greedy_search(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
@@ -52,7 +61,7 @@ def greedy_search(model: SpeechTransformer, memory: Tensor, memory_lengths: Tens
 
 
 def beam_search(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-                max_tokens: Tensor, options: DecodingOptions) -> list[list[int]]:
+                max_tokens: Tensor, options: DecodingOptions) -> list["_Finished"]:
     """Keep the `beam_size` best prefixes per utterance until no live one can win.
 
     An utterance is done once it has `beam_size` finished hypotheses and its best live prefix
@@ -79,7 +88,35 @@ def beam_search(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor
         tokens = torch.cat([tokens[rows], next_tokens[:, None]], dim=1)
         if all(f.done for f in finished):
             break
-    return [f.best() for f in finished]
+    return finished
+
+
+def ctc_rescore(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+                finished: list["_Finished"], options: DecodingOptions) -> list[list[int]]:
+    """Pick each utterance's hypothesis by (1 - w) log P_att + w log P_ctc, length-normalised.
+
+    log P_ctc is the CTC forward score of the whole hypothesis (all alignments), from
+    `F.ctc_loss`; a hypothesis CTC cannot align at all scores -inf.
+    """
+    log_probs = model.ctc(memory).float().log_softmax(-1)
+    w = options.ctc_weight
+    best = []
+    for b, done in enumerate(finished):
+        if not done.hypotheses:
+            best.append([])
+            continue
+        ids = [h[2] for h in done.hypotheses]
+        frames = int(memory_lengths[b])
+        targets = pad_sequence([torch.tensor(i or [PAD_ID], dtype=torch.long) for i in ids],
+                               batch_first=True, padding_value=PAD_ID).to(memory.device)
+        ctc = -F.ctc_loss(log_probs[b, :frames, None].expand(-1, len(ids), -1), targets,
+                          torch.full((len(ids),), frames, dtype=torch.long),
+                          torch.tensor([len(i) for i in ids], dtype=torch.long),
+                          blank=PAD_ID, reduction="none")
+        scores = [((1 - w) * h[1] + w * c) / (len(h[2]) + 1) ** options.length_penalty
+                  for h, c in zip(done.hypotheses, ctc.tolist(), strict=True)]
+        best.append(ids[max(range(len(ids)), key=scores.__getitem__)])
+    return best
 
 
 class _Finished:

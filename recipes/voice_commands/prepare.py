@@ -5,8 +5,9 @@
 Train, dev and test differ in both sentences and voices, so the test word error rate measures
 what a user would meet: commands phrased in ways the model never heard (e.g. "open the editor
 please"), spoken by voices it never heard. Voices come from espeak-ng (accents x variants),
-flite and festival; each utterance gets a random speed and pitch, random leading and trailing
-silence, coloured noise plus mains hum at a random SNR (most utterances) and a random level.
+flite and festival; each utterance gets a random speed and pitch, a random vocal-tract length
+(a resampling warp that shifts formants, as in VTLP), random leading and trailing silence,
+coloured noise plus mains hum at a random SNR (most utterances) and a random level.
 Everything is drawn from --seed, per utterance, so the corpus is the same for any --jobs.
 
 Writes OUT/wavs/{split}/*.wav (16-bit PCM), OUT/{train,dev,test}.jsonl (NeMo manifests with
@@ -63,8 +64,15 @@ HELD_OUT = {
 }
 # festival is 7x slower than flite (it loads its voice per call) and speaks like flite's kal.
 ENGINE_WEIGHTS = {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.02}
-FLITE_F0 = {"kal": 100, "kal16": 100, "awb": 125, "slt": 175}  # Hz; rms ignores the setting
+# Mean pitch range (Hz) per flite voice; rms ignores the setting. slt, the one natural-sounding
+# voice of training, spans male and female pitch: with the warp below it stands in for the
+# natural male voices (awb, rms) that are held out for dev and test.
+FLITE_F0 = {"kal": (85, 130), "kal16": (85, 130), "awb": (100, 150), "slt": (95, 230)}
 
+# Vocal-tract length warp: the speech is resampled as if recorded at rate * warp, scaling every
+# formant (and the pitch) by `warp`. A handful of flite voices become a continuum of speakers, so
+# the model does not learn "the two human-like voices of training" but human-like speech.
+WARP_RANGE = (0.85, 1.18)
 NOISY_FRACTION = 0.8
 NOISE_COLORS = ("white", "pink", "brown")
 
@@ -223,7 +231,7 @@ def _engine_command(voice: Voice, text: str, wav: str, rng: np.random.Generator)
     if voice.engine == "flite":
         pitch = []
         if voice.name in FLITE_F0:
-            f0 = FLITE_F0[voice.name] * rng.uniform(0.85, 1.2)
+            f0 = rng.uniform(*FLITE_F0[voice.name])
             pitch = ["--setf", f"int_f0_target_mean={f0:.0f}"]
         return ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch}", *pitch,
                 "-t", text, "-o", wav]
@@ -294,7 +302,8 @@ def render(job: Job) -> dict:
     """Synthesise, clean up, pad, add noise, set a random level and write one utterance."""
     rng = np.random.default_rng([job.seed, SPLITS.index(job.split), job.index])
     wave, rate = synthesize(job.voice, job.text, rng)
-    speech = librosa.resample(trim(wave, rate), orig_sr=rate, target_sr=job.sample_rate,
+    warp = float(rng.uniform(*WARP_RANGE))
+    speech = librosa.resample(trim(wave, rate), orig_sr=rate * warp, target_sr=job.sample_rate,
                               res_type="soxr_hq")
     lead, tail = (int(rng.uniform(0.05, 0.4) * job.sample_rate) for _ in range(2))
     padded = np.concatenate([np.zeros(lead), speech, np.zeros(tail)])
@@ -303,7 +312,8 @@ def render(job: Job) -> dict:
     sf.write(Path(job.out) / job.relpath, noisy, job.sample_rate, subtype="PCM_16")
     return {"audio_filepath": job.relpath, "text": job.text,
             "duration": round(noisy.size / job.sample_rate, 3), "voice": job.voice.name,
-            "engine": job.voice.engine, "intent": job.intent, "snr_db": snr}
+            "engine": job.voice.engine, "intent": job.intent, "warp": round(warp, 3),
+            "snr_db": snr}
 
 
 # ---------------------------------------------------------------------------- corpus
@@ -328,7 +338,8 @@ def settings(args: argparse.Namespace, voices: list[Voice]) -> dict:
     """What the corpus depends on (not --jobs): a change means it must be generated again."""
     grammar = hashlib.sha256("\n".join(all_sentences()).encode()).hexdigest()[:16]
     return {"train": args.train, "dev": args.dev, "test": args.test, "seed": args.seed,
-            "sample_rate": args.sample_rate, "grammar": grammar,
+            "sample_rate": args.sample_rate, "grammar": grammar, "warp": list(WARP_RANGE),
+            "flite_f0": {name: list(hz) for name, hz in FLITE_F0.items()},
             "voices": [f"{voice.engine}:{voice.name}" for voice in voices]}
 
 
