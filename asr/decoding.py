@@ -99,7 +99,6 @@ def ctc_rescore(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor
     `F.ctc_loss`; a hypothesis CTC cannot align at all scores -inf.
     """
     log_probs = model.ctc(memory).float().log_softmax(-1)
-    w = options.ctc_weight
     best = []
     for b, done in enumerate(finished):
         if not done.hypotheses:
@@ -113,28 +112,36 @@ def ctc_rescore(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor
                           torch.full((len(ids),), frames, dtype=torch.long),
                           torch.tensor([len(i) for i in ids], dtype=torch.long),
                           blank=PAD_ID, reduction="none")
-        scores = [((1 - w) * h[1] + w * c) / (len(h[2]) + 1) ** options.length_penalty
-                  for h, c in zip(done.hypotheses, ctc.tolist(), strict=True)]
-        best.append(ids[max(range(len(ids)), key=scores.__getitem__)])
+        best.append(done.best(ctc.tolist(), options.ctc_weight))
     return best
 
 
 class _Finished:
-    """An utterance's ended hypotheses: (length-normalised score, log P, token ids)."""
+    """An utterance's ended hypotheses: (length-normalised score, log P, token ids, the
+    length normaliser length ** length_penalty)."""
 
     def __init__(self) -> None:
-        self.hypotheses: list[tuple[float, float, list[int]]] = []
+        self.hypotheses: list[tuple[float, float, list[int], float]] = []
         self.done = False
 
     def add(self, log_prob: float, ids: list[int], length: int, length_penalty: float) -> None:
-        self.hypotheses.append((log_prob / length**length_penalty, log_prob, ids))
+        norm = length**length_penalty
+        self.hypotheses.append((log_prob / norm, log_prob, ids, norm))
 
     def update(self, best_live: float, beam: int) -> None:
         best_finished = max((h[1] for h in self.hypotheses), default=float("-inf"))
         self.done = len(self.hypotheses) >= beam and best_live < best_finished
 
-    def best(self) -> list[int]:
-        return max(self.hypotheses, key=lambda h: h[0])[2] if self.hypotheses else []
+    def best(self, ctc: list[float] | None = None, weight: float = 0.0) -> list[int]:
+        """The top hypothesis; with `ctc` (log P_ctc per hypothesis) by the joint score
+        ((1 - weight) log P_att + weight log P_ctc) / length ** length_penalty."""
+        if not self.hypotheses:
+            return []
+        if ctc is None:
+            return max(self.hypotheses, key=lambda h: h[0])[2]
+        joint = [((1 - weight) * h[1] + weight * c) / h[3]
+                 for h, c in zip(self.hypotheses, ctc, strict=True)]
+        return self.hypotheses[max(range(len(joint)), key=joint.__getitem__)][2]
 
 
 def _select(top_scores: Tensor, top_index: Tensor, vocab: int, tokens: Tensor,
