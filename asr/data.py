@@ -18,7 +18,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset, Sampler
 
-from asr.audio import load_audio
+from asr.audio import AudioError, load_audio
 from asr.text import normalize_text
 from asr.tokenizer import PAD_ID, Tokenizer
 
@@ -134,7 +134,12 @@ def _duration(value: object) -> float:
 
 
 class SpeechDataset(Dataset):
-    """Utterances -> (waveform at the model's rate, token ids)."""
+    """Utterances -> (waveform at the model's rate, token ids).
+
+    A file that cannot be used yields its AudioError message instead of raising, so that the
+    training loop, not the DataLoader (whose workers would re-raise it wrapped in a traceback),
+    decides whether the utterance is skipped or the run stops (`data.on_error`).
+    """
 
     def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, sample_rate: int):
         self.utterances, self.tokenizer, self.sample_rate = utterances, tokenizer, sample_rate
@@ -142,20 +147,28 @@ class SpeechDataset(Dataset):
     def __len__(self) -> int:
         return len(self.utterances)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | str:
         utt = self.utterances[index]
-        wave = load_audio(utt.audio_filepath, self.sample_rate)
+        try:
+            wave = load_audio(utt.audio_filepath, self.sample_rate)
+        except AudioError as err:
+            return str(err)
         return wave, torch.tensor(self.tokenizer.encode(utt.text), dtype=torch.long)
 
 
-def collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Pad waveforms with zeros and tokens with PAD_ID."""
-    waves, tokens = zip(*items, strict=True)
-    return {
-        "wave": pad_sequence(list(waves), batch_first=True),
-        "lengths": torch.tensor([len(w) for w in waves]),
-        "tokens": pad_sequence(list(tokens), batch_first=True, padding_value=PAD_ID),
-    }
+def collate(items: list[tuple[torch.Tensor, torch.Tensor] | str]) -> dict:
+    """Pad waveforms with zeros and tokens with PAD_ID; "bad" lists unusable items' errors.
+
+    A batch whose items were all unusable has only "bad".
+    """
+    batch: dict = {"bad": [item for item in items if isinstance(item, str)]}
+    usable = [item for item in items if not isinstance(item, str)]
+    if usable:
+        waves, tokens = zip(*usable, strict=True)
+        batch.update(wave=pad_sequence(list(waves), batch_first=True),
+                     lengths=torch.tensor([len(w) for w in waves]),
+                     tokens=pad_sequence(list(tokens), batch_first=True, padding_value=PAD_ID))
+    return batch
 
 
 class DurationBatchSampler(Sampler[list[int]]):
@@ -164,18 +177,19 @@ class DurationBatchSampler(Sampler[list[int]]):
     def __init__(self, durations: list[float], batch_size: int, max_duration: float | None = None,
                  shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1):
         self.batches = _make_batches(durations, batch_size, max_duration)
-        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+        self.shuffle, self.seed, self.epoch, self.start = shuffle, seed, 0, 0
         self.rank, self.world_size = rank, world_size
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """Iterate epoch `epoch`'s order from batch `start` (a resumed run skips those done)."""
+        self.epoch, self.start = epoch, start
 
     def __iter__(self) -> Iterator[list[int]]:
         order = list(range(len(self.batches)))
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(order)
         usable = len(order) - len(order) % self.world_size if self.world_size > 1 else len(order)
-        for i in order[self.rank:usable:self.world_size]:
+        for i in order[self.rank:usable:self.world_size][self.start:]:
             yield self.batches[i]
 
     def __len__(self) -> int:
