@@ -160,6 +160,15 @@ def test_bad_audio_gives_one_clear_error(tmp_path, case):
     assert str(caught.value) == f"{path}: {problem}"
 
 
+def test_a_stream_that_decodes_short_of_its_header_is_truncated(tmp_path):
+    """MP3 half cut off: libsndfile keeps the header's frame count and decodes what is left."""
+    whole = write(tmp_path / "whole.mp3", SPEECH, format="MP3").read_bytes()
+    (tmp_path / "cut.mp3").write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(AudioError, match=rf"cut.mp3: truncated: header declares {FRAMES} frames, "
+                                         r"\d+ could be decoded$"):
+        load_audio(tmp_path / "cut.mp3", 16000)
+
+
 def test_two_hour_file_is_refused_from_its_header_and_can_be_streamed(tmp_path):
     """Neither refusing nor walking 2 hours of audio holds more than a block in memory."""
     path = _two_hours_silent(tmp_path)
