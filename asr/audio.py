@@ -3,14 +3,27 @@
 soundfile reads the file (torchaudio.load would need FFmpeg); torchaudio resamples. Every
 failure becomes one `AudioError` whose message starts with the file name, so a CLI can print
 a single clear line instead of a traceback.
+
+Files are decoded in blocks and mixed down to mono block by block, and the header's duration
+is checked before anything is decoded: a file that declares hours of audio, or thousands of
+channels, costs one block of memory before it is refused. `stream_audio` gives the same
+checked blocks to callers that want to walk a long recording (e.g. into `asr.vad`).
 """
 
+import math
+import numbers
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 import torch
 import torchaudio.functional as AF
+
+MIN_RATE, MAX_RATE = 4000, 384000  # below 4 kHz there is no speech band left to hear
+MAX_SECONDS = 300.0  # one input; longer recordings are cut into utterances first (asr.vad)
+MAX_RESAMPLE_PHASES = 4_000_000  # reduced rate product: size of torchaudio's sinc kernel
+_BLOCK_SAMPLES = 1 << 20  # samples (frames x channels) decoded at a time
 
 
 class AudioError(ValueError):
@@ -22,25 +35,76 @@ class AudioError(ValueError):
         self.problem = problem
 
 
-def read_audio(path: str | Path) -> tuple[np.ndarray, int]:
-    """Read a file as float32 samples (frames, channels) and its sample rate, checking it."""
+def stream_audio(path: str | Path, max_seconds: float | None = None,
+                 ) -> tuple[Iterator[np.ndarray], int]:
+    """Open and check a file; return its mono float32 blocks (lazily) and its sample rate.
+
+    The header is checked now (readable, supported rate, not longer than `max_seconds`); each
+    block is checked as it is decoded (finite samples, no more than declared, nothing missing).
+    """
     path = Path(path)
-    if not path.exists():
-        raise AudioError(path, "no such file")
-    if path.is_dir():
-        raise AudioError(path, "is a directory, not an audio file")
-    if path.stat().st_size == 0:
-        raise AudioError(path, "empty file")
+    _check_path(path)
     _check_wav_length(path)
     try:
-        samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, ValueError, TypeError) as err:
+        audio = sf.SoundFile(str(path))
+    except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, OSError) as err:
         raise AudioError(path, f"not readable as audio ({_first_line(err)})") from None
-    if samples.shape[0] == 0:
+    rate = audio.samplerate
+    try:
+        _check_rate(path, rate)
+        if max_seconds is not None and audio.frames > max_seconds * rate:
+            raise _too_long(path, audio.frames / rate, max_seconds)
+    except AudioError:
+        audio.close()
+        raise
+    return _blocks(path, audio, max_seconds), rate
+
+
+def _blocks(path: Path, audio: sf.SoundFile, max_seconds: float | None) -> Iterator[np.ndarray]:
+    """Decode `audio` block by block, mixed to mono, checking every block; closes the file."""
+    with audio:
+        declared, rate, frames = audio.frames, audio.samplerate, 0
+        block_frames = max(1, _BLOCK_SAMPLES // audio.channels)
+        while True:
+            try:
+                block = audio.read(block_frames, dtype="float32", always_2d=True)
+            except (sf.LibsndfileError, RuntimeError, ValueError) as err:
+                raise AudioError(path, f"not readable as audio ({_first_line(err)})") from None
+            if len(block) == 0:
+                break
+            frames += len(block)
+            if not np.isfinite(block).all():
+                raise AudioError(path, "contains NaN or infinite samples")
+            if max_seconds is not None and frames > max_seconds * rate:
+                raise _too_long(path, frames / rate, max_seconds)
+            yield block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]
+        if frames < declared:
+            raise AudioError(path, f"truncated: header declares {declared} frames, "
+                                   f"{frames} could be decoded")
+
+
+def read_audio(path: str | Path, max_seconds: float | None = MAX_SECONDS,
+               ) -> tuple[np.ndarray, int]:
+    """Read a whole file as mono float32 samples and its sample rate, checking it."""
+    blocks, rate = stream_audio(path, max_seconds)
+    samples = list(blocks)
+    if not samples:
         raise AudioError(path, "contains no samples")
-    if not np.isfinite(samples).all():
-        raise AudioError(path, "contains NaN or infinite samples")
-    return samples, rate
+    return np.concatenate(samples), rate
+
+
+def _check_path(path: Path) -> None:
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+        empty = exists and not is_dir and path.stat().st_size == 0
+    except (OSError, ValueError) as err:  # permissions, names too long or with NUL bytes
+        raise AudioError(path, f"cannot open ({_first_line(err)})") from None
+    if not exists:
+        raise AudioError(path, "no such file")
+    if is_dir:
+        raise AudioError(path, "is a directory, not an audio file")
+    if empty:
+        raise AudioError(path, "empty file")
 
 
 def _check_wav_length(path: Path) -> None:
@@ -49,26 +113,35 @@ def _check_wav_length(path: Path) -> None:
     libsndfile silently reads what is there, so a file cut off mid-copy would otherwise be
     transcribed as if the speaker had stopped talking.
     """
-    with path.open("rb") as f:
-        header = f.read(12)
-        if len(header) < 12 or header[:4] != b"RIFF" or header[8:12] != b"WAVE":
-            return
-        while chunk := f.read(8):
-            if len(chunk) < 8:
+    try:
+        with path.open("rb") as f:
+            header = f.read(12)
+            if len(header) < 12 or header[:4] != b"RIFF" or header[8:12] != b"WAVE":
                 return
-            size = int.from_bytes(chunk[4:], "little")
-            if chunk[:4] == b"data":
-                available = path.stat().st_size - f.tell()
-                if 0 < size < 0xFFFFFFFF and available < size:
-                    raise AudioError(path, f"truncated: header declares {size} bytes of audio, "
-                                           f"file holds {available}")
-                return
-            f.seek(size + size % 2, 1)
+            while chunk := f.read(8):
+                if len(chunk) < 8:
+                    return
+                size = int.from_bytes(chunk[4:], "little")
+                if chunk[:4] == b"data":
+                    available = path.stat().st_size - f.tell()
+                    if 0 < size < 0xFFFFFFFF and available < size:
+                        raise AudioError(path, f"truncated: header declares {size} bytes of "
+                                               f"audio, file holds {available}")
+                    return
+                f.seek(size + size % 2, 1)
+    except OSError as err:
+        raise AudioError(path, f"cannot open ({_first_line(err)})") from None
 
 
-def to_mono(samples: np.ndarray) -> np.ndarray:
-    """Average the channels: a recogniser hears one signal."""
-    return samples.mean(axis=1) if samples.ndim == 2 else samples
+def _check_rate(name: str | Path, rate: int) -> None:
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise AudioError(name, f"sample rate {rate} Hz is outside the supported "
+                               f"{MIN_RATE}-{MAX_RATE} Hz")
+
+
+def _too_long(path: Path, seconds: float, max_seconds: float) -> AudioError:
+    return AudioError(path, f"too long: {seconds:.1f} s, over the {max_seconds:g} s limit for "
+                            "one input (cut it into utterances first, e.g. with asr.vad)")
 
 
 def resample(wave: torch.Tensor, orig_rate: int, new_rate: int) -> torch.Tensor:
@@ -78,11 +151,24 @@ def resample(wave: torch.Tensor, orig_rate: int, new_rate: int) -> torch.Tensor:
     return AF.resample(wave, orig_rate, new_rate)
 
 
-def load_audio(path: str | Path, sample_rate: int) -> torch.Tensor:
+def _check_conversion(name: str | Path, rate: int, new_rate: int) -> None:
+    """Refuse rates whose exact conversion would need a huge polyphase kernel.
+
+    torchaudio builds (rate/g) x (new_rate/g) filter phases (g = their gcd): a few hundred
+    for the usual rates, but 16000 x 16001 (a gigabyte) for a rate like 16001 Hz.
+    """
+    g = math.gcd(rate, new_rate)
+    if (rate // g) * (new_rate // g) > MAX_RESAMPLE_PHASES:
+        raise AudioError(name, f"sample rate {rate} Hz cannot be converted to {new_rate} Hz "
+                               "efficiently; resample it to a standard rate (e.g. 16000 Hz)")
+
+
+def load_audio(path: str | Path, sample_rate: int,
+               max_seconds: float | None = MAX_SECONDS) -> torch.Tensor:
     """Load a file as a 1-D float32 tensor of mono samples at `sample_rate`."""
-    samples, rate = read_audio(path)
-    wave = torch.from_numpy(np.ascontiguousarray(to_mono(samples)))
-    return resample(wave, rate, sample_rate)
+    samples, rate = read_audio(path, max_seconds)
+    _check_conversion(path, rate, sample_rate)
+    return resample(torch.from_numpy(samples), rate, sample_rate)
 
 
 def prepare_array(samples: np.ndarray | torch.Tensor, rate: int, sample_rate: int,
@@ -95,6 +181,10 @@ def prepare_array(samples: np.ndarray | torch.Tensor, rate: int, sample_rate: in
         raise AudioError(name, f"expected a non-empty 1-D or 2-D array, got shape {tuple(array.shape)}")
     if not torch.isfinite(array).all():
         raise AudioError(name, "contains NaN or infinite samples")
+    if not isinstance(rate, numbers.Integral):
+        raise AudioError(name, f"sample rate must be a whole number of Hz, got {rate!r}")
+    _check_rate(name, rate)
+    _check_conversion(name, rate, sample_rate)
     return resample(array, rate, sample_rate)
 
 
@@ -102,13 +192,13 @@ def audio_duration(path: str | Path) -> float:
     """Duration in seconds from the header alone, without decoding the samples."""
     try:
         info = sf.info(str(path))
-    except (sf.LibsndfileError, RuntimeError) as err:
+    except (sf.LibsndfileError, RuntimeError, TypeError, OSError) as err:
         raise AudioError(path, f"not readable as audio ({_first_line(err)})") from None
     return info.frames / info.samplerate
 
 
 def _first_line(err: Exception) -> str:
     """The library's own words, on one line, without the path it repeats."""
-    text = getattr(err, "error_string", None) or str(err)
+    text = getattr(err, "error_string", None) or getattr(err, "strerror", None) or str(err)
     text = text.strip().splitlines()
     return text[0] if text else type(err).__name__

@@ -7,17 +7,26 @@
     checkpoint.pt    last training state, for `trainer.resume=true`
 
 Loading uses `torch.load(weights_only=True)`, which refuses pickled code, and builds the model
-from the config's plain fields: nothing in a model directory is ever executed.
+from the config's plain fields: nothing in a model directory is ever executed. The config is
+YAML data (OmegaConf's safe loader: no Python tags), and the only `_target_`s it may name are
+torch optimisers and schedulers and this package's schedules (`check_targets`), so a future
+caller that instantiates from a downloaded config cannot be led to call anything else.
 """
 
 import dataclasses
+import importlib
 import json
 import os
+import pickle
+import re
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from torch.optim.lr_scheduler import LRScheduler
 
 from asr.features import FeatureConfig
 from asr.model import ModelDimensions, SpeechTransformer
@@ -31,13 +40,23 @@ class ModelDirError(ValueError):
     """A model directory that cannot be loaded; the message names the path."""
 
 
+# What a model directory's config may name as `_target_`: module -> test of the named object.
+ALLOWED_TARGETS = {
+    "torch.optim": lambda obj: isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer),
+    "torch.optim.lr_scheduler": lambda obj: isinstance(obj, type) and issubclass(obj, LRScheduler),
+    "asr.scheduler": lambda obj: callable(obj) and getattr(obj, "__module__", "") == "asr.scheduler",
+}
+_PARTIAL = ".tmp"  # suffix of atomic_write's temp files
+
+
 def atomic_write(path: Path, write) -> None:
     """Write through `write(file)` to a temp file, fsync, then rename over `path`.
 
-    A crash leaves either the old file or the new one, never a half-written file.
+    A crash leaves either the old file or the new one, never a half-written file under the
+    real name; the folder is fsynced too, so the rename itself survives a power cut.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_PARTIAL)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -47,6 +66,22 @@ def atomic_write(path: Path, write) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def remove_partial_files(directory: Path) -> list[Path]:
+    """Delete the temp files of writes that a kill cut short (atomic_write cleans up otherwise).
+
+    Only the one process that writes a directory (training) may call this.
+    """
+    partial = sorted(directory.glob(f".*{_PARTIAL}")) if directory.is_dir() else []
+    for path in partial:
+        path.unlink(missing_ok=True)
+    return partial
 
 
 def save_torch(obj, path: Path) -> None:
@@ -58,14 +93,23 @@ def save_text(text: str, path: Path) -> None:
 
 
 def load_torch(path: Path, device: str | torch.device = "cpu"):
-    """Load tensors and plain containers only (no arbitrary unpickling)."""
+    """Load tensors and plain containers only: a pickle that names any other Python object
+    (which is how a pickle runs code) is refused before that object is ever looked up."""
     try:
-        return torch.load(path, map_location=device, weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols on the way
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location=device, weights_only=True)
     except FileNotFoundError:
         raise ModelDirError(f"{path}: not found") from None
-    except Exception as err:  # torch raises UnpicklingError, RuntimeError, EOFError...
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelDirError(f"{path}: cannot load safely ({first})") from None
+    except pickle.UnpicklingError as err:
+        found = re.search(r"GLOBAL (\S+)", str(err))
+        if found:
+            raise ModelDirError(f"{path}: refused: it holds a pickled reference to "
+                                f"{found.group(1)}, which could run code; only tensors are "
+                                "loaded") from None
+        raise ModelDirError(f"{path}: refused: not a file of tensors") from None
+    except Exception as err:  # torch raises RuntimeError, EOFError, ... for corrupt files
+        raise ModelDirError(f"{path}: cannot load ({_first_line(err)})") from None
 
 
 def build_model(config: DictConfig) -> SpeechTransformer:
@@ -73,9 +117,42 @@ def build_model(config: DictConfig) -> SpeechTransformer:
     try:
         dims = ModelDimensions(**OmegaConf.to_container(config.model, resolve=True))
         features = FeatureConfig(**OmegaConf.to_container(config.features, resolve=True))
-    except TypeError as err:
-        raise ModelDirError(f"bad model/features config: {err}") from None
-    return SpeechTransformer(dims, features)
+        return SpeechTransformer(dims, features)
+    except (TypeError, ValueError, RuntimeError, OmegaConfBaseException) as err:
+        raise ModelDirError(f"bad model/features config: {_first_line(err)}") from None
+
+
+def check_targets(config: DictConfig, source: str | Path) -> None:
+    """Refuse a config naming any `_target_` outside ALLOWED_TARGETS (read, never resolved
+    through interpolation, so `${...}` tricks are refused too)."""
+    for key, target in _targets(OmegaConf.to_container(config, resolve=False), ""):
+        if not (isinstance(target, str) and _allowed_target(target)):
+            raise ModelDirError(f"{source}: {key}: {target!r} is not allowed (a model directory "
+                                "may name only torch.optim optimisers and schedulers and "
+                                "asr.scheduler schedules)")
+
+
+def _targets(node, path: str):
+    """(dotted key, value) of every `_target_` in a plain container tree."""
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return
+    for key, value in items:
+        where = f"{path}.{key}" if path else str(key)
+        if key == "_target_":
+            yield where, value
+        else:
+            yield from _targets(value, where)
+
+
+def _allowed_target(target: str) -> bool:
+    module, _, name = target.rpartition(".")
+    if module not in ALLOWED_TARGETS or not name.isidentifier() or name.startswith("_"):
+        return False
+    return ALLOWED_TARGETS[module](getattr(importlib.import_module(module), name, None))
 
 
 def save_model_dir(directory: Path, model: SpeechTransformer, tokenizer: Tokenizer,
@@ -96,8 +173,12 @@ def load_model_dir(directory: str | Path, device: str | torch.device = "cpu",
     for name in (CONFIG, WEIGHTS, TOKENIZER):
         if not (directory / name).is_file():
             raise ModelDirError(f"{directory}: missing {name}")
-    config = OmegaConf.load(directory / CONFIG)
-    tokenizer = Tokenizer.load(directory / TOKENIZER)
+    config = load_config(directory / CONFIG)
+    try:
+        tokenizer = Tokenizer.load(directory / TOKENIZER)
+    except (RuntimeError, OSError) as err:
+        raise ModelDirError(f"{directory / TOKENIZER}: not a sentencepiece model "
+                            f"({_first_line(err)})") from None
     model = build_model(config)
     try:
         model.load_state_dict(load_torch(directory / WEIGHTS))
@@ -107,5 +188,22 @@ def load_model_dir(directory: str | Path, device: str | torch.device = "cpu",
     return model.to(device).eval(), tokenizer, config
 
 
+def load_config(path: Path) -> DictConfig:
+    """A model directory's config: a YAML mapping of plain data with allowed targets only."""
+    try:
+        config = OmegaConf.load(path)
+    except Exception as err:  # yaml's errors (e.g. a !!python tag), OSError, OmegaConf's own
+        raise ModelDirError(f"{path}: not a plain YAML config ({_first_line(err)})") from None
+    if not isinstance(config, DictConfig):
+        raise ModelDirError(f"{path}: not a plain YAML config (expected a mapping)")
+    check_targets(config, path)
+    return config
+
+
 def save_metrics(directory: Path, metrics: dict) -> None:
     save_text(json.dumps(metrics, indent=2) + "\n", directory / METRICS)
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -9,7 +9,8 @@ a seed, so a resumed run sees the same order; `rank`/`world_size` split them for
 import json
 import math
 import random
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,8 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset, Sampler
 
-from asr.audio import load_audio
+from asr.audio import AudioError, load_audio
+from asr.text import normalize_text
 from asr.tokenizer import PAD_ID, Tokenizer
 
 REQUIRED_KEYS = ("audio_filepath", "text", "duration")
@@ -34,54 +36,110 @@ class Utterance:
     duration: float
 
 
-def read_manifest(path: str | Path, on_error: str = "raise") -> list[Utterance]:
-    """Parse and check a manifest; with on_error="skip", bad lines are left out (and counted)."""
+def read_manifest(path: str | Path, on_error: str = "raise",
+                  on_skip: Callable[[str], None] | None = None) -> list[Utterance]:
+    """Parse and check a manifest.
+
+    With on_error="raise" the first bad line raises; with "skip" bad lines are left out and
+    each one's problem ("FILE:LINE: problem") is passed to `on_skip` (default: a warning on
+    stderr), so the caller can count and report them.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise ManifestError(f"{path}: is a directory, not a manifest")
     if not path.is_file():
         raise ManifestError(f"{path}: manifest not found")
-    utterances, skipped = [], 0
-    with path.open(encoding="utf-8", errors="strict") as lines:
-        try:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
+    utterances, skipped = [], []
+    try:
+        with path.open("rb") as lines:
+            for number, raw in enumerate(lines, start=1):
                 try:
-                    utterances.append(_parse_line(line, path.parent))
+                    utterance = _parse_line(raw, path.parent)
                 except ManifestError as err:
                     if on_error != "skip":
                         raise ManifestError(f"{path}:{number}: {err}") from None
-                    skipped += 1
-        except UnicodeDecodeError:
-            raise ManifestError(f"{path}: not UTF-8 text") from None
-    if skipped:
-        print(f"{path}: skipped {skipped} bad line(s)")
+                    skipped.append(f"{path}:{number}: {err}")
+                    continue
+                if utterance is not None:
+                    utterances.append(utterance)
+    except OSError as err:
+        raise ManifestError(f"{path}: cannot read ({err.strerror or err})") from None
+    for problem in skipped:
+        (on_skip or _warn)(problem)
     if not utterances:
         raise ManifestError(f"{path}: no utterances")
     return utterances
 
 
-def _parse_line(line: str, root: Path) -> Utterance:
+def _warn(problem: str) -> None:
+    print(f"warning: skipped {problem}", file=sys.stderr)
+
+
+def _parse_line(raw: bytes, root: Path) -> Utterance | None:
+    """One manifest line -> an utterance (None for a blank line); ManifestError if unusable."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ManifestError("not UTF-8 text") from None
+    if not line.strip():
+        return None
     try:
         entry = json.loads(line)
     except json.JSONDecodeError as err:
         raise ManifestError(f"bad JSON ({err.msg})") from None
+    except RecursionError:
+        raise ManifestError("bad JSON (nested too deeply)") from None
     if not isinstance(entry, dict):
         raise ManifestError("expected a JSON object")
     missing = [k for k in REQUIRED_KEYS if k not in entry]
     if missing:
         raise ManifestError(f"missing key(s) {', '.join(missing)}")
-    duration = entry["duration"]
-    if not isinstance(duration, int | float) or not math.isfinite(duration) or duration <= 0:
-        raise ManifestError(f"duration must be a positive number, got {duration!r}")
-    if not isinstance(entry["text"], str):
+    text, duration = _text(entry["text"]), _duration(entry["duration"])
+    return Utterance(_audio_path(entry["audio_filepath"], root), text, duration)
+
+
+def _audio_path(value: object, root: Path) -> str:
+    """An existing file; relative paths resolve against the manifest's folder."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ManifestError(f"audio_filepath must be a file name, got {value!r}")
+    audio = Path(value) if Path(value).is_absolute() else root / value
+    try:
+        if audio.is_file():
+            return str(audio)
+        problem = "audio path is not a file" if audio.exists() else "audio file not found"
+    except OSError as err:  # e.g. a name too long for the file system
+        problem = f"audio file not usable ({err.strerror})"
+    raise ManifestError(f"{problem}: {audio}")
+
+
+def _text(value: object) -> str:
+    """A transcript with at least one word once normalised (punctuation alone teaches nothing)."""
+    if not isinstance(value, str):
         raise ManifestError("text must be a string")
-    audio = Path(str(entry["audio_filepath"]))
-    audio = audio if audio.is_absolute() else root / audio
-    return Utterance(str(audio), entry["text"], float(duration))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON allows "\\ud800", UTF-8 does not
+        raise ManifestError("text is not valid Unicode") from None
+    if not normalize_text(value):
+        raise ManifestError(f"text has no words: {value!r}")
+    return value
+
+
+def _duration(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value) if abs(value) < 1e300 else math.inf
+        if math.isfinite(seconds) and seconds > 0:
+            return seconds
+    raise ManifestError(f"duration must be a positive number, got {value!r}")
 
 
 class SpeechDataset(Dataset):
-    """Utterances -> (waveform at the model's rate, token ids)."""
+    """Utterances -> (waveform at the model's rate, token ids).
+
+    A file that cannot be used yields its AudioError message instead of raising, so that the
+    training loop, not the DataLoader (whose workers would re-raise it wrapped in a traceback),
+    decides whether the utterance is skipped or the run stops (`data.on_error`).
+    """
 
     def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, sample_rate: int):
         self.utterances, self.tokenizer, self.sample_rate = utterances, tokenizer, sample_rate
@@ -89,20 +147,28 @@ class SpeechDataset(Dataset):
     def __len__(self) -> int:
         return len(self.utterances)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | str:
         utt = self.utterances[index]
-        wave = load_audio(utt.audio_filepath, self.sample_rate)
+        try:
+            wave = load_audio(utt.audio_filepath, self.sample_rate)
+        except AudioError as err:
+            return str(err)
         return wave, torch.tensor(self.tokenizer.encode(utt.text), dtype=torch.long)
 
 
-def collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Pad waveforms with zeros and tokens with PAD_ID."""
-    waves, tokens = zip(*items, strict=True)
-    return {
-        "wave": pad_sequence(list(waves), batch_first=True),
-        "lengths": torch.tensor([len(w) for w in waves]),
-        "tokens": pad_sequence(list(tokens), batch_first=True, padding_value=PAD_ID),
-    }
+def collate(items: list[tuple[torch.Tensor, torch.Tensor] | str]) -> dict:
+    """Pad waveforms with zeros and tokens with PAD_ID; "bad" lists unusable items' errors.
+
+    A batch whose items were all unusable has only "bad".
+    """
+    batch: dict = {"bad": [item for item in items if isinstance(item, str)]}
+    usable = [item for item in items if not isinstance(item, str)]
+    if usable:
+        waves, tokens = zip(*usable, strict=True)
+        batch.update(wave=pad_sequence(list(waves), batch_first=True),
+                     lengths=torch.tensor([len(w) for w in waves]),
+                     tokens=pad_sequence(list(tokens), batch_first=True, padding_value=PAD_ID))
+    return batch
 
 
 class DurationBatchSampler(Sampler[list[int]]):
@@ -111,18 +177,19 @@ class DurationBatchSampler(Sampler[list[int]]):
     def __init__(self, durations: list[float], batch_size: int, max_duration: float | None = None,
                  shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1):
         self.batches = _make_batches(durations, batch_size, max_duration)
-        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+        self.shuffle, self.seed, self.epoch, self.start = shuffle, seed, 0, 0
         self.rank, self.world_size = rank, world_size
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """Iterate epoch `epoch`'s order from batch `start` (a resumed run skips those done)."""
+        self.epoch, self.start = epoch, start
 
     def __iter__(self) -> Iterator[list[int]]:
         order = list(range(len(self.batches)))
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(order)
         usable = len(order) - len(order) % self.world_size if self.world_size > 1 else len(order)
-        for i in order[self.rank:usable:self.world_size]:
+        for i in order[self.rank:usable:self.world_size][self.start:]:
             yield self.batches[i]
 
     def __len__(self) -> int:

@@ -4,11 +4,17 @@ Reads manifests, learns the BPE vocabulary and the CMVN statistics from the trai
 then runs epochs of (forward, loss, backward, clip, step); after each epoch it measures dev
 loss and dev WER, keeps the best weights (by dev WER) and the last training state, all in one
 model directory. Rank-aware (logging and saving on rank 0 only), so DDP can be added around it.
+
+Crash safety: every file is written atomically, and with `trainer.save_every_steps` the
+training state (weights, optimiser, schedule, position in the epoch, python/numpy/torch RNG
+states) is also saved mid-epoch, so `trainer.resume=true` after a kill continues exactly where
+the last save left off: the weights end up equal to those of an uninterrupted run.
 """
 
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +33,7 @@ from asr.checkpoint import (
     TOKENIZER,
     build_model,
     load_torch,
+    remove_partial_files,
     save_metrics,
     save_model_dir,
     save_torch,
@@ -53,6 +60,14 @@ class TrainState:
     train_seconds: float = 0.0
     audio_seconds: float = 0.0
     history: list[dict] = field(default_factory=list)
+    skipped_lines: int = 0  # bad manifest lines left out (data.on_error=skip)
+    # The epoch in progress, saved mid-epoch so that a resumed run continues it exactly.
+    epoch_batches: int = 0
+    epoch_loss_sum: float = 0.0
+    epoch_loss_count: int = 0
+    epoch_bad_steps: int = 0  # non-finite loss or gradients: step skipped
+    epoch_bad_audio: int = 0  # unusable audio files left out (data.on_error=skip)
+    bad_streak: int = 0  # consecutive skipped steps, bounded by trainer.max_bad_steps
 
 
 class Trainer:
@@ -67,8 +82,11 @@ class Trainer:
         if cfg.trainer.num_threads:
             torch.set_num_threads(cfg.trainer.num_threads)
         seed_everything(cfg.seed)
-        self.train_utts = read_manifest(cfg.data.train_manifest, cfg.data.on_error)
-        self.dev_utts = read_manifest(cfg.data.dev_manifest, cfg.data.on_error)
+        if cfg.data.on_error not in ("raise", "skip"):
+            raise TrainingError(f"data.on_error must be raise or skip, got {cfg.data.on_error!r}")
+        self.skipped_lines, self.seen_bad = 0, set()
+        self.train_utts = read_manifest(cfg.data.train_manifest, cfg.data.on_error, self._skip_line)
+        self.dev_utts = read_manifest(cfg.data.dev_manifest, cfg.data.on_error, self._skip_line)
         resuming = cfg.trainer.resume and (self.out_dir / CHECKPOINT).is_file()
         if (self.out_dir / CHECKPOINT).is_file() and not (resuming or cfg.trainer.overwrite):
             raise TrainingError(f"{self.out_dir}: already holds a training run; pass "
@@ -83,10 +101,15 @@ class Trainer:
         self.optimizer = instantiate(cfg.optim, params=self.model.parameters())
         self.scheduler = instantiate(cfg.scheduler, optimizer=self.optimizer)
         self.state = TrainState()
+        self.resumed = resuming
+        if self.is_main:
+            remove_partial_files(self.out_dir)  # temp files of writes cut short by a kill
         if resuming:
             self._resume()
         else:
             self._set_cmvn()
+        self.state.skipped_lines = self.skipped_lines
+        self.loader_rng = torch.Generator()  # keeps DataLoader seeding off the global RNG
         self.train_loader = self._loader(self.train_utts, shuffle=True)
         self.dev_loader = self._loader(self.dev_utts, shuffle=False)
 
@@ -103,7 +126,22 @@ class Trainer:
         dataset = SpeechDataset(utts, self.tokenizer, self.cfg.features.sample_rate)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
                           num_workers=data.num_workers, pin_memory=self.device.type == "cuda",
-                          persistent_workers=data.num_workers > 0)
+                          persistent_workers=data.num_workers > 0, generator=self.loader_rng)
+
+    def _skip_line(self, problem: str) -> None:
+        self.skipped_lines += 1
+        self.log(f"warning: skipped {problem}")
+
+    def _usable(self, batch: dict, count: bool = True) -> bool:
+        """Apply data.on_error to the batch's unusable audio; False if nothing is left of it."""
+        for problem in batch.pop("bad"):
+            if self.cfg.data.on_error != "skip":
+                raise TrainingError(f"{problem} (data.on_error=skip leaves such files out)")
+            self.state.epoch_bad_audio += count
+            if problem not in self.seen_bad:
+                self.seen_bad.add(problem)
+                self.log(f"warning: skipped {problem}")
+        return "wave" in batch
 
     def _set_cmvn(self) -> None:
         """Global CMVN from (a seeded sample of) the training set."""
@@ -111,7 +149,8 @@ class Trainer:
         sample = random.Random(self.cfg.seed).sample(self.train_utts, count)
         loader = DataLoader(SpeechDataset(sample, self.tokenizer, self.cfg.features.sample_rate),
                             batch_size=32, collate_fn=collate)
-        self.model.frontend.set_cmvn((b["wave"], b["lengths"]) for b in loader)
+        self.model.frontend.set_cmvn((b["wave"], b["lengths"]) for b in loader
+                                     if self._usable(b, count=False))
 
     def _resume(self) -> None:
         ckpt = load_torch(self.out_dir / CHECKPOINT, self.device)
@@ -119,16 +158,16 @@ class Trainer:
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         self.state = TrainState(**ckpt["state"])
-        torch.set_rng_state(ckpt["torch_rng"].cpu())
-        self.log(f"resumed from {self.out_dir / CHECKPOINT} at epoch {self.state.epoch}, "
-                 f"step {self.state.step}")
+        set_rng_states(ckpt.get("rng") or {"torch": ckpt["torch_rng"]})
+        self.log(f"resumed from {self.out_dir / CHECKPOINT} at step {self.state.step}: epoch "
+                 f"{self.state.epoch + 1}, {self.state.epoch_batches} batch(es) in")
 
     def log(self, message: str) -> None:
         if self.is_main:
             tqdm.write(message)
 
     def fit(self) -> TrainState:
-        if self.is_main and self.state.epoch == 0:
+        if self.is_main and not self.resumed:
             save_model_dir(self.out_dir, self.model, self.tokenizer, self.cfg)
         params = sum(p.numel() for p in self.model.parameters())
         self.log(f"model: {params / 1e6:.2f}M parameters, vocab {self.tokenizer.vocab_size}, "
@@ -144,40 +183,68 @@ class Trainer:
 
     def train_epoch(self) -> None:
         self.model.train()
+        state, every = self.state, self.cfg.trainer.save_every_steps
         sampler: DurationBatchSampler = self.train_loader.batch_sampler
-        sampler.set_epoch(self.state.epoch)
-        bar = tqdm(self.train_loader, desc=f"epoch {self.state.epoch + 1}",
-                   disable=not (self.is_main and self.cfg.trainer.progress), leave=False)
-        started, total, count = time.perf_counter(), 0.0, 0
+        sampler.set_epoch(state.epoch, start=state.epoch_batches)
+        self.loader_rng.manual_seed(self.cfg.seed + state.epoch)  # worker seeds, per epoch
+        bar = tqdm(self.train_loader, desc=f"epoch {state.epoch + 1}", total=len(sampler),
+                   initial=state.epoch_batches, leave=False,
+                   disable=not (self.is_main and self.cfg.trainer.progress))
+        last = time.perf_counter()
         for batch in bar:
-            loss = self.train_step(batch)
+            loss = self.train_step(batch) if self._usable(batch) else None
             if loss is not None:
-                total, count = total + loss, count + 1
-            bar.set_postfix(loss=f"{loss:.3f}" if loss is not None else "nan",
-                            lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
-            self.state.audio_seconds += batch["lengths"].sum().item() / \
-                self.cfg.features.sample_rate
+                state.epoch_loss_sum, state.epoch_loss_count = \
+                    state.epoch_loss_sum + loss, state.epoch_loss_count + 1
+                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
+                state.audio_seconds += batch["lengths"].sum().item() / \
+                    self.cfg.features.sample_rate
+            state.epoch_batches += 1
+            now = time.perf_counter()
+            state.train_seconds, last = state.train_seconds + now - last, now
+            if every and loss is not None and state.step % every == 0:
+                self.save_checkpoint()
             if self._out_of_steps():
                 break
-        self.state.train_seconds += time.perf_counter() - started
-        self.epoch_train_loss = total / max(count, 1)
 
     def train_step(self, batch: dict[str, torch.Tensor]) -> float | None:
-        """One optimiser step; returns the loss, or None if it was not finite (step skipped)."""
+        """One optimiser step; returns the loss, or None if the loss or gradients were not
+        finite (step skipped; training stops after trainer.max_bad_steps in a row)."""
         batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
         with self.autocast():
             losses = self.model(batch["wave"], batch["lengths"], batch["tokens"])
         loss = losses["loss"]
         self.optimizer.zero_grad(set_to_none=True)
-        if not torch.isfinite(loss):
-            self.log(f"warning: non-finite loss at step {self.state.step}; step skipped")
-            return None
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.trainer.grad_clip)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.state.step += 1
-        return loss.item()
+        if torch.isfinite(loss):
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                                  self.cfg.trainer.grad_clip)
+            if torch.isfinite(norm):
+                self.optimizer.step()
+                self.scheduler.step()
+                self.state.step += 1
+                self.state.bad_streak = 0
+                return loss.item()
+            self.optimizer.zero_grad(set_to_none=True)
+        return self._bad_step("loss" if not torch.isfinite(loss) else "gradients")
+
+    def _bad_step(self, what: str) -> None:
+        state, limit = self.state, self.cfg.trainer.max_bad_steps
+        state.epoch_bad_steps, state.bad_streak = state.epoch_bad_steps + 1, state.bad_streak + 1
+        self.log(f"warning: non-finite {what} at epoch {state.epoch + 1}, batch "
+                 f"{state.epoch_batches + 1} (after step {state.step}); step skipped")
+        if limit and state.bad_streak >= limit:
+            raise TrainingError(f"loss or gradients not finite for {state.bad_streak} steps in a "
+                                f"row (trainer.max_bad_steps={limit}); stopped at epoch "
+                                f"{state.epoch + 1}, step {state.step}: lower optim.lr or "
+                                "check the data")
+
+    def save_checkpoint(self) -> None:
+        """The state to resume from: after an epoch, and every trainer.save_every_steps."""
+        if self.is_main:
+            save_torch({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                        "scheduler": self.scheduler.state_dict(), "state": asdict(self.state),
+                        "rng": rng_states()}, self.out_dir / CHECKPOINT)
 
     def autocast(self) -> torch.autocast:
         enabled = self.device.type == "cuda" and self.cfg.trainer.precision == "bf16"
@@ -189,6 +256,8 @@ class Trainer:
         self.model.eval()
         loss_sum, batches, pairs = 0.0, 0, []
         for batch in self.dev_loader:
+            if not self._usable(batch):
+                continue
             batch = {k: v.to(self.device) for k, v in batch.items()}
             with self.autocast():
                 losses = self.model(batch["wave"], batch["lengths"], batch["tokens"])
@@ -205,25 +274,30 @@ class Trainer:
         state = self.state
         state.epoch += 1
         rate = state.audio_seconds / max(state.train_seconds, 1e-9)
-        record = {"epoch": state.epoch, "step": state.step, "train_loss": self.epoch_train_loss,
-                  **dev, "lr": self.scheduler.get_last_lr()[0], "audio_sec_per_sec": rate}
+        record = {"epoch": state.epoch, "step": state.step,
+                  "train_loss": state.epoch_loss_sum / max(state.epoch_loss_count, 1), **dev,
+                  "lr": self.scheduler.get_last_lr()[0], "audio_sec_per_sec": rate,
+                  "bad_steps": state.epoch_bad_steps, "bad_audio": state.epoch_bad_audio}
         state.history.append(record)
         improved = dev["dev_wer"] < state.best_wer
         if improved:
             state.best_wer = dev["dev_wer"]
+        skipped = "".join(f", {n} {what} skipped" for n, what in [
+            (state.epoch_bad_steps, "non-finite step(s)"),
+            (state.epoch_bad_audio, "bad audio file(s)")] if n)
         self.log(f"epoch {state.epoch}: train loss {record['train_loss']:.3f}, dev loss "
                  f"{dev['dev_loss']:.3f}, dev WER {100 * dev['dev_wer']:.2f}%"
-                 f"{' (best)' if improved else ''}, {rate:.0f} audio s/s")
+                 f"{' (best)' if improved else ''}, {rate:.0f} audio s/s{skipped}")
+        state.epoch_batches = state.epoch_loss_count = 0
+        state.epoch_loss_sum = 0.0
+        state.epoch_bad_steps = state.epoch_bad_audio = 0
         if not self.is_main:
             return
         if improved:
             save_model_dir(self.out_dir, self.model, self.tokenizer, self.cfg)
-        save_torch({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "scheduler": self.scheduler.state_dict(), "state": asdict(state),
-                    "torch_rng": torch.get_rng_state()}, self.out_dir / CHECKPOINT)
+        self.save_checkpoint()
         save_metrics(self.out_dir, {"best_dev_wer": state.best_wer, "steps": state.step,
                                     "audio_sec_per_sec": rate, "epochs": state.history})
-
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
@@ -231,15 +305,63 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def rng_states() -> dict:
+    """Every generator training draws from, as tensors and plain data (weights_only-loadable)."""
+    name, key, pos, has_gauss, gauss = np.random.get_state()
+    return {"python": random.getstate(), "torch": torch.get_rng_state(),
+            "numpy": [name, torch.from_numpy(key.astype(np.int64)), pos, has_gauss, gauss],
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"].cpu())
+    if "python" in states:
+        version, internal, gauss = states["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in states:
+        name, key, pos, has_gauss, gauss = states["numpy"]
+        np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    if states.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
+
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+_started = False  # set once Hydra has composed a config and handed it over
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> None:
+    global _started
+    _started = True
     try:
         state = Trainer(cfg).fit()
-    except (TrainingError, ManifestError, AudioError, ValueError) as err:
+    except (TrainingError, ManifestError, AudioError, ValueError, OSError) as err:
         raise SystemExit(f"error: {err}") from None
+    skipped = "".join(f"; skipped {n} {what}" for n, what in [
+        (state.skipped_lines, "bad manifest line(s)"),
+        (sum(e.get("bad_audio", 0) for e in state.history), "bad audio item(s)"),
+        (sum(e.get("bad_steps", 0) for e in state.history), "non-finite step(s)")] if n)
     print(f"best dev WER {100 * state.best_wer:.2f}% after {state.epoch} epochs, "
-          f"{state.step} steps; model in {cfg.trainer.out_dir}")
+          f"{state.step} steps; model in {cfg.trainer.out_dir}{skipped}")
+
+
+def config_choices() -> str:
+    """`group=a|b` for every config group, as the hint after a bad override."""
+    groups = sorted(d for d in CONF_DIR.iterdir() if d.is_dir())
+    return ", ".join(f"{d.name}={'|'.join(sorted(f.stem for f in d.glob('*.yaml')))}"
+                     for d in groups)
+
+
+def cli() -> None:
+    """`python -m asr.train`: Hydra's own error for a bad override, plus the valid choices."""
+    try:
+        main()
+    except SystemExit as stop:
+        if stop.code == 1 and not _started:
+            print(f"hint: config groups: {config_choices()}; keys: python -m asr.train --cfg job",
+                  file=sys.stderr)
+        raise
 
 
 if __name__ == "__main__":
-    main()
+    cli()

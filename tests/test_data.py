@@ -14,7 +14,8 @@ def write_lines(path, lines):
 
 
 def test_relative_paths_resolve_against_manifest_folder(tmp_path):
-    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "wavs").mkdir(parents=True)
+    (tmp_path / "sub" / "wavs" / "a.wav").write_bytes(fsdd_file(2).read_bytes())
     manifest = write_lines(tmp_path / "sub" / "m.jsonl", [
         json.dumps({"audio_filepath": "wavs/a.wav", "text": "yes", "duration": 1.0}),
         "",
@@ -35,7 +36,7 @@ def test_relative_paths_resolve_against_manifest_folder(tmp_path):
     ('{"audio_filepath": "a.wav", "text": 5, "duration": 1}', "text must be a string"),
 ])
 def test_bad_lines_name_file_and_line(tmp_path, line, problem):
-    good = json.dumps({"audio_filepath": "b.wav", "text": "y", "duration": 1})
+    good = json.dumps({"audio_filepath": str(fsdd_file(2)), "text": "two", "duration": 1})
     manifest = write_lines(tmp_path / "m.jsonl", [good, line])
     with pytest.raises(ManifestError) as caught:
         read_manifest(manifest)

@@ -1,0 +1,90 @@
+"""The command lines given bad input: one `error: ...` line, a non-zero status, no traceback.
+
+Also Hydra misuse (a misspelt group, a missing option, an unknown key): Hydra's own message,
+then one hint line listing the config groups and their options.
+"""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from asr.train import config_choices
+from conftest import ROOT, small_real_set, write_manifest
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("override,hydra_says", [
+    ("modle=small", ["Could not override 'modle'.", "Key 'modle' is not in struct"]),
+    ("model=huge", ["In 'train': Could not find 'model/huge'", "Available options in 'model':"]),
+    ("optim.lrr=1", ["Could not override 'optim.lrr'.", "Key 'lrr' is not in struct"]),
+])
+def test_hydra_misuse_gets_hydras_error_and_the_valid_choices(tmp_path, override, hydra_says):
+    result = run("asr.train", override, f"trainer.out_dir={tmp_path}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert all(line in lines for line in hydra_says)
+    assert lines[-1] == f"hint: config groups: {config_choices()}; keys: python -m asr.train --cfg job"
+    assert "model=small|tiny" in lines[-1] and "decode=beam|greedy" in lines[-1]
+
+
+def truncated_copy(source, path):
+    """The first 1000 bytes of a 16-bit mono WAV (44-byte header): 956 bytes of audio."""
+    path.write_bytes(source.read_bytes()[:1000])
+    return path
+
+
+def truncated(path, source) -> str:
+    declared = 2 * sf.info(str(source)).frames
+    return f"{path}: truncated: header declares {declared} bytes of audio, file holds 956"
+
+
+def test_train_cli_names_the_bad_file(tmp_path):
+    entries = small_real_set()[:2]
+    manifest = write_manifest(tmp_path / "train.jsonl", entries)
+    bad = truncated_copy(entries[1][0], tmp_path / "cut.wav")
+    manifest.write_text(manifest.read_text().replace(str(entries[1][0]), str(bad)))
+    result = run("asr.train", f"data.train_manifest={manifest}", f"data.dev_manifest={manifest}",
+                 f"trainer.out_dir={tmp_path / 'model'}", "model=tiny", "trainer.num_threads=1")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: {truncated(bad, entries[1][0])} (data.on_error=skip leaves such files out)"]
+
+
+def test_evaluate_cli_names_the_bad_file(overfit_model, tmp_path):
+    model_dir, entries, _ = overfit_model
+    bad = truncated_copy(entries[0][0], tmp_path / "cut.wav")
+    manifest = write_manifest(tmp_path / "test.jsonl", [entries[1], (entries[0][0], "one")])
+    manifest.write_text(manifest.read_text().replace(str(entries[0][0]), str(bad)))
+    result = run("asr.evaluate", "--model", str(model_dir), "--manifest", str(manifest))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [f"error: {truncated(bad, entries[0][0])}"]
+
+
+def test_transcribe_cli_transcribes_what_it_can(overfit_model, tmp_path):
+    """Valid oddities are transcribed, every bad file gets its line, and the status is 1."""
+    model_dir, entries, _ = overfit_model
+    speech, rate = sf.read(str(entries[0][0]), dtype="float32")
+    surround = tmp_path / "six.wav"
+    sf.write(str(surround), np.tile(speech[:, None], (1, 6)), rate, subtype="PCM_U8")
+    one_sample = tmp_path / "one.wav"
+    sf.write(str(one_sample), speech[:1], rate)
+    (tmp_path / "folder.wav").mkdir()
+    bad = [tmp_path / "missing.wav", tmp_path / "folder.wav",
+           truncated_copy(entries[0][0], tmp_path / "cut.wav")]
+    files = [entries[0][0], bad[0], surround, bad[1], one_sample, bad[2], entries[4][0]]
+    result = run("asr.transcribe", "--model", str(model_dir), *map(str, files))
+    assert result.returncode == 1
+    out = [line.split("\t") for line in result.stdout.splitlines()]
+    assert [name for name, _ in out] == [str(f) for f in files if f not in bad]
+    assert out[0][1] == out[1][1] == entries[0][1]  # 6-channel 8-bit: the same word
+    assert out[3][1] == entries[4][1]
+    assert result.stderr.splitlines() == [
+        f"error: {bad[0]}: no such file", f"error: {bad[1]}: is a directory, not an audio file",
+        f"error: {truncated(bad[2], entries[0][0])}"]
