@@ -113,15 +113,16 @@ def _audio_path(value: object, root: Path) -> str:
 
 
 def _text(value: object) -> str:
-    """A transcript with at least one word once normalised (punctuation alone teaches nothing)."""
+    """A transcript: "" for audio with no speech (noise, silence: the model must learn to say
+    nothing), else at least one word once normalised (punctuation alone is a broken line)."""
     if not isinstance(value, str):
         raise ManifestError("text must be a string")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: JSON allows "\\ud800", UTF-8 does not
         raise ManifestError("text is not valid Unicode") from None
-    if not normalize_text(value):
-        raise ManifestError(f"text has no words: {value!r}")
+    if value and not normalize_text(value):
+        raise ManifestError(f"text has no words (use \"\" for audio without speech): {value!r}")
     return value
 
 

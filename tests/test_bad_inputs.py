@@ -237,6 +237,7 @@ def line(**changes) -> str:
     return json.dumps({k: v for k, v in entry.items() if v is not ...})
 
 
+NO_WORDS = 'text has no words (use "" for audio without speech): '
 BAD_LINES = {
     "no audio_filepath": (line(audio_filepath=...), "missing key(s) audio_filepath"),
     "no text": (line(text=...), "missing key(s) text"),
@@ -257,9 +258,8 @@ BAD_LINES = {
     "duration null": (line(duration=None), "duration must be a positive number, got None"),
     "huge integer duration": ('{"audio_filepath": "a.wav", "text": "two", "duration": 1' + "0" * 400
                               + "}", f"duration must be a positive number, got 1{'0' * 400}"),
-    "empty transcript": (line(text=""), "text has no words: ''"),
-    "blank transcript": (line(text="  \t "), "text has no words: '  \\t '"),
-    "punctuation-only transcript": (line(text="?!... -- !"), "text has no words: '?!... -- !'"),
+    "blank transcript": (line(text="  \t "), NO_WORDS + "'  \\t '"),
+    "punctuation-only transcript": (line(text="?!... -- !"), NO_WORDS + "'?!... -- !'"),
     "transcript not a string": (line(text=2), "text must be a string"),
     "lone surrogate in transcript": ('{"audio_filepath": "a.wav", "text": "caf\\ud800", '
                                      '"duration": 1}', "text is not valid Unicode"),
@@ -278,6 +278,13 @@ BAD_LINES = {
     "a name too long": (line(audio_filepath="x" * 300 + ".wav"),
                         "audio file not usable (File name too long): {tmp}/" + "x" * 300 + ".wav"),
 }
+
+
+def test_empty_transcript_is_audio_without_speech(tmp_path):
+    """Noise and silence clips are transcribed as "": the model must learn to say nothing."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(line(text="") + "\n")
+    assert [u.text for u in read_manifest(manifest)] == [""]
 
 
 @pytest.mark.parametrize("case", BAD_LINES)
