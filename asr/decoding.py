@@ -170,32 +170,38 @@ class CTCPrefixScorer:
     def score(self, candidates: Tensor) -> Tensor:
         """(hyps, K) candidate tokens -> (hyps, K) log P_ctc(prefix + candidate).
 
-        For EOS the score is the full-sequence probability of the prefix itself.
+        For EOS the score is the full-sequence probability of the prefix itself. The prefix
+        score needs only phi (the paths into the new token); the forward variables, the
+        costly part, are computed in `select` for the chosen candidates alone.
         """
         x = self.log_probs[self.utt[:, None, None], torch.arange(self.log_probs.shape[1],
                            device=candidates.device)[None, None], candidates[..., None]]  # (N,K,T)
         both = torch.logaddexp(self.r_n, self.r_b)
         phi = torch.where((candidates == self.last[:, None])[..., None], self.r_b[:, None],
                           both[:, None])  # paths into c: a repeat of the last token needs a blank
-        cum = x.cumsum(-1)
-        start = torch.where(self.empty, 0.0, -math.inf)[:, None, None].expand(*x.shape[:2], 1)
-        r_n = cum + torch.cat([start, phi[..., :-1] - cum[..., :-1]], -1).logcumsumexp(-1)
-        blank = self.blank_cum[:, None]
-        r_b = blank + torch.cat([torch.full_like(start, -math.inf),
-                                 r_n[..., :-1] - blank[..., :-1]], -1).logcumsumexp(-1)
-        starts = torch.cat([r_n[..., :1], phi[..., :-1] + x[..., 1:]], -1)
+        first = x[..., :1] + self._start()[:, None, None]  # c emitted at frame 0
+        starts = torch.cat([first, phi[..., :-1] + x[..., 1:]], -1)  # c first emitted at t
         psi = starts.masked_fill(~self.valid[:, None], -math.inf).logsumexp(-1)
         ended = both.gather(1, self.last_frame[:, None])  # g complete: EOS
         psi = torch.where(candidates == EOS_ID, ended, psi)
-        self._pending = (candidates, r_n, r_b)
+        self._pending = (candidates, x, phi)
         return psi.float()
 
     def select(self, rows: Tensor, choice: Tensor) -> None:
         """Hypothesis i now is row rows[i] of the last `score` extended by its candidate choice[i]."""
-        candidates, r_n, r_b = self._pending
-        self.r_n, self.r_b = r_n[rows, choice], r_b[rows, choice]
+        candidates, x, phi = self._pending
+        x, phi, start = x[rows, choice], phi[rows, choice], self._start()[rows, None]
+        cum = x.cumsum(-1)
+        self.r_n = cum + torch.cat([start, phi[:, :-1] - cum[:, :-1]], -1).logcumsumexp(-1)
+        blank = self.blank_cum[rows]
+        self.r_b = blank + torch.cat([torch.full_like(start, -math.inf),
+                                      self.r_n[:, :-1] - blank[:, :-1]], -1).logcumsumexp(-1)
         self.last = candidates[rows, choice]
         self.empty = torch.zeros_like(self.empty)
+
+    def _start(self) -> Tensor:
+        """log P of reaching frame 0 with nothing emitted: 0 for the empty prefix only."""
+        return torch.where(self.empty, 0.0, -math.inf).to(self.r_n.dtype)
 
 
 class LogitFilter:
