@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+from asr.transcribe import main as transcribe_main
 from conftest import ROOT, fsdd_file
 from test_transcriber import long_recording
 
@@ -35,22 +36,22 @@ def test_transcribe_json_and_bad_file(overfit_model, tmp_path):
         f"error: {bad}: not readable as audio (Format not recognised.)"]
 
 
-def test_transcribe_timestamps(overfit_model, tmp_path):
-    """Two words in one file: a line per segment (text lines, and in JSON), in order."""
+def test_transcribe_timestamps(overfit_model, tmp_path, capsys):
+    """Two words in one file: a line per segment (text lines, and in JSON), in order.
+    In-process (`main`), as a subprocess costs a torch import."""
     model_dir, entries, _ = overfit_model
     path = tmp_path / "two.wav"
     spans = long_recording([entries[1], entries[5]], path)
-    result = run("asr.transcribe", "--timestamps", "--beam-size", "1", "--model",
-                 str(model_dir), str(path))
-    assert result.returncode == 0, result.stderr
-    lines = [line.split("\t") for line in result.stdout.splitlines()]
+    assert transcribe_main(["--timestamps", "--beam-size", "1", "--model", str(model_dir),
+                            str(path)]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [(f, text) for f, _, _, text in lines] == [(str(path), entries[1][1]),
                                                       (str(path), entries[5][1])]
     for (_, start, end, _), (clip_start, clip_end) in zip(lines, spans, strict=True):
         assert clip_start - 0.3 <= float(start) < float(end) <= clip_end + 0.3
-    result = run("asr.transcribe", "--timestamps", "--json", "--mode", "ctc_greedy", "--model",
-                 str(model_dir), str(path))
-    record = json.loads(result.stdout)
+    assert transcribe_main(["--timestamps", "--json", "--mode", "ctc_greedy", "--model",
+                            str(model_dir), str(path)]) == 0
+    record = json.loads(capsys.readouterr().out)
     assert record["text"] == f"{entries[1][1]} {entries[5][1]}"
     assert [s["text"] for s in record["segments"]] == [entries[1][1], entries[5][1]]
     assert [round(float(v), 2) for s in record["segments"] for v in (s["start"], s["end"])] == \
