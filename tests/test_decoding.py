@@ -33,7 +33,8 @@ def test_batched_search_equals_one_at_a_time(ctc_weight):
     model = peaked_model()
     batch, lengths = waves(0.3, 0.9, 0.6)
     for beam in (1, 4):
-        options = DecodingOptions(beam_size=beam, max_len_ratio=0.5, ctc_weight=ctc_weight)
+        options = DecodingOptions(beam_size=beam, max_len_ratio=0.5, ctc_weight=ctc_weight,
+                                  encoder_batch=2)  # encoded in chunks, searched together
         together = decode(model, batch, lengths, options)
         alone = [decode(model, batch[i:i + 1, : lengths[i]], lengths[i:i + 1], options)[0]
                  for i in range(3)]
