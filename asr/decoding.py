@@ -1,181 +1,418 @@
-"""Search for the most likely transcript: batched greedy search and batched beam search.
+"""Search for the most likely transcript (after openai/whisper's `decoding.py`, ESPnet's beam search).
 
-Both advance every hypothesis of every utterance in one decoder call per step. The longest
-transcript allowed for an utterance is tied to its encoder length, so search always ends.
-Beam search can rescore its finished hypotheses with the model's CTC head: the attention
-decoder alone leans towards sentences it saw in training ("what time is it" for "what time is
-it please"), while CTC must account for every stretch of the audio.
+The pieces, each replaceable:
+
+- `DecodingOptions`: what to do (`conf/decode/*.yaml` fill it).
+- `Inference`: next-token log-probabilities from the attention decoder, with a key/value cache
+  (`CachedInference`: each step feeds only the new tokens) or without (`FullInference`:
+  re-runs the whole prefix; kept as the reference the cache must reproduce exactly).
+- `CTCPrefixScorer`: the CTC head's prefix score (Watanabe et al. 2017), for joint
+  CTC/attention decoding: a hypothesis scores (1 - w) log P_att + w log P_ctc(prefix).
+  CTC must account for every stretch of audio, so it vetoes what the attention decoder
+  alone might add or drop ("what time is it" for "what time is it please"), and loops.
+- `LogitFilter`s: rules applied to the scores before each choice (suppressed tokens,
+  repetition loops). The longest transcript allowed is tied to the encoder length.
+- `GreedySearch` and `BeamSearch`: advance every hypothesis of every utterance in one decoder
+  call per step. Both use the same scorer, cache and filters.
+- `ctc_greedy`: the CTC head's best path alone, the fast path (no decoder at all). It also
+  guards the decoder: an utterance whose best CTC path is empty (every frame blank) has no
+  words, whatever the attention decoder, which must say something, would invent.
 """
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.nn.utils.rnn import pad_sequence
 
-from asr.model import SpeechTransformer
+from asr.model import DecoderCache, SpeechTransformer
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+MODES = ("attention", "ctc_greedy")
 
 
 @dataclass
 class DecodingOptions:
     """How to search; `conf/decode/*.yaml` fill it."""
 
+    mode: str = "attention"  # "attention": decoder search; "ctc_greedy": CTC best path only
     beam_size: int = 1  # 1 = greedy
     length_penalty: float = 1.0  # a finished hypothesis scores log P / length ** length_penalty
     max_len_ratio: float = 1.0  # at most this many tokens per encoder frame
-    ctc_weight: float = 0.0  # beam search: final score = (1 - w) log P_att + w log P_ctc
+    ctc_weight: float = 0.0  # joint decoding: (1 - w) log P_att + w log P_ctc (needs a CTC head)
+    pre_beam_ratio: float = 1.5  # CTC scores only the ceil(ratio * beam) best tokens per hypothesis
+    max_repeats: int = 3  # a token sequence may occur at most this often back to back (0: no limit)
+    kv_cache: bool = True  # reuse keys/values between steps (False: recompute, for reference)
+    ctc_no_speech: bool = True  # an utterance whose CTC best path is empty (all blank) is silent
+    encoder_batch: int = 16  # encode at most this many at once (CPU: bigger batches spill caches)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"decode.mode must be one of {MODES}, got {self.mode!r}")
+        if self.beam_size < 1:
+            raise ValueError(f"decode.beam_size must be >= 1, got {self.beam_size}")
+        if not 0.0 <= self.ctc_weight < 1.0:
+            raise ValueError(f"decode.ctc_weight must be in [0, 1), got {self.ctc_weight} "
+                             f"(decode.mode=ctc_greedy decodes with CTC alone)")
 
 
 @torch.no_grad()
 def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
            options: DecodingOptions) -> list[list[int]]:
     """Token ids (no BOS/EOS) of the best transcript of each waveform in the batch."""
-    memory, memory_lengths = model.encode(wave, lengths)
+    memory, memory_lengths = encode(model, wave, lengths, options.encoder_batch)
+    return decode_memory(model, memory, memory_lengths, options)
+
+
+def encode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
+           chunk: int) -> tuple[Tensor, Tensor]:
+    """Encoder states of a batch, computed `chunk` utterances at a time, each chunk cut to its
+    longest utterance: on a CPU, 64 utterances encoded at once cost more per utterance than
+    16 (measured: the activations no longer fit the caches). The search then runs on the
+    whole batch, where batching pays."""
+    if len(wave) <= chunk:
+        return model.encode(wave, lengths)
+    parts = [model.encode(wave[i:i + chunk, :int(lengths[i:i + chunk].max())],
+                          lengths[i:i + chunk]) for i in range(0, len(wave), chunk)]
+    frames = max(m.shape[1] for m, _ in parts)
+    memory = torch.cat([F.pad(m, (0, 0, 0, frames - m.shape[1])) for m, _ in parts])
+    return memory, torch.cat([n for _, n in parts])
+
+
+def decode_memory(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+                  options: DecodingOptions) -> list[list[int]]:
+    """Search given the encoder states (batch, frames, d_model) and their lengths."""
+    if options.mode == "ctc_greedy":
+        if model.ctc is None:
+            raise ValueError("decode.mode=ctc_greedy needs a model with a CTC head")
+        return ctc_greedy(model.ctc(memory).float(), memory_lengths)
+    if options.ctc_no_speech and model.ctc is not None:
+        speech = [bool(ids) for ids in ctc_greedy(model.ctc(memory).float(), memory_lengths)]
+        if not all(speech):
+            return _only(speech, lambda keep: decode_memory(
+                model, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False)))
     max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
-    if options.beam_size <= 1:
-        return greedy_search(model, memory, memory_lengths, max_tokens)
-    finished = beam_search(model, memory, memory_lengths, max_tokens, options)
-    if options.ctc_weight > 0 and model.ctc is not None:
-        return ctc_rescore(model, memory, memory_lengths, finished, options)
-    return [f.best() for f in finished]
+    search = GreedySearch() if options.beam_size == 1 else BeamSearch(options.beam_size,
+                                                                      options.length_penalty)
+    scorer = Scorer(model, memory, memory_lengths, search.group, options)
+    return search.run(scorer, max_tokens)
 
 
-def greedy_search(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-                  max_tokens: Tensor) -> list[list[int]]:
-    """Pick the most likely next token until every utterance has emitted EOS."""
-    batch = memory.shape[0]
-    tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=memory.device)
-    done = torch.zeros(batch, dtype=torch.bool, device=memory.device)
-    for step in range(int(max_tokens.max()) + 1):
-        logits = model.decoder(tokens, memory, memory_lengths)[:, -1]
-        next_token = logits.argmax(-1)
-        next_token = torch.where(step >= max_tokens, EOS_ID, next_token)
-        next_token = torch.where(done, PAD_ID, next_token)
-        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-        done |= next_token == EOS_ID
-        if done.all():
-            break
-    return [_strip(row[1:].tolist()) for row in tokens]
+def _only(keep: list[bool], run) -> list[list[int]]:
+    """`run(indices)` on the kept utterances only; the others get no tokens."""
+    indices = [i for i, k in enumerate(keep) if k]
+    found = iter(run(torch.tensor(indices, dtype=torch.long)) if indices else [])
+    return [next(found) if k else [] for k in keep]
 
 
-def beam_search(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-                max_tokens: Tensor, options: DecodingOptions) -> list["_Finished"]:
+def ctc_greedy(logits: Tensor, lengths: Tensor) -> list[list[int]]:
+    """Best CTC path per utterance: most likely token per frame, repeats merged, blanks dropped."""
+    best = logits.argmax(-1)
+    out = []
+    for row, n in zip(best.tolist(), lengths.tolist(), strict=True):
+        path = row[:n]
+        out.append([t for i, t in enumerate(path) if t != PAD_ID and (i == 0 or t != path[i - 1])
+                    and t not in (BOS_ID, EOS_ID)])
+    return out
+
+
+class Inference:
+    """Next-token log-probabilities of the attention decoder for a batch of hypotheses.
+
+    Hypotheses come in equal groups per utterance (rows b * group .. (b + 1) * group - 1
+    extend utterance b) and attend to its one copy of the encoder states.
+    """
+
+    def __init__(self, model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor) -> None:
+        self.decoder, self.memory, self.memory_lengths = model.decoder, memory, memory_lengths
+
+    def log_probs(self, tokens: Tensor) -> Tensor:
+        """(hypotheses, length) token prefixes -> (hypotheses, vocab) log P(next token)."""
+        raise NotImplementedError
+
+    def select(self, rows: Tensor) -> None:
+        """Continue with these hypotheses (rows of the previous step's batch)."""
+
+
+class FullInference(Inference):
+    """No cache: every step runs the decoder over the whole prefix."""
+
+    def log_probs(self, tokens: Tensor) -> Tensor:
+        return self.decoder(tokens, self.memory, self.memory_lengths)[:, -1].float().log_softmax(-1)
+
+
+class CachedInference(Inference):
+    """Key/value cache: every step runs the decoder over the new token only."""
+
+    def __init__(self, model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor) -> None:
+        super().__init__(model, memory, memory_lengths)
+        self.cache = DecoderCache(len(model.decoder.blocks))
+
+    def log_probs(self, tokens: Tensor) -> Tensor:
+        new = tokens[:, self.cache.offset:]
+        logits = self.decoder(new, self.memory, self.memory_lengths, self.cache)
+        return logits[:, -1].float().log_softmax(-1)
+
+    def select(self, rows: Tensor) -> None:
+        self.cache.select(rows)
+
+
+class CTCPrefixScorer:
+    """log P_ctc(prefix) of each hypothesis extended by candidate tokens, in one batched step.
+
+    For a prefix g, r_n[t] / r_b[t] are the log-probabilities that the frames 0..t emit
+    exactly g, ending in a non-blank / blank frame. Extending g by c (Watanabe et al. 2017,
+    as ESPnet's CTCPrefixScore) follows two linear recursions over t; written as cumulative
+    sums and `logcumsumexp` they run over all frames at once instead of a Python loop.
+    Float64 keeps those cumulative sums exact enough (1e-9 nats on 10^4 frames).
+    """
+
+    def __init__(self, logits: Tensor, lengths: Tensor, group: int) -> None:
+        log_probs = logits.double().log_softmax(-1)  # (batch, frames, vocab)
+        frames = log_probs.shape[1]
+        valid = torch.arange(frames, device=logits.device)[None] < lengths[:, None]
+        self.log_probs = log_probs.masked_fill(~valid[..., None], 0.0)  # padding adds nothing
+        self.utt = torch.arange(len(lengths), device=logits.device).repeat_interleave(group)
+        self.valid = valid[self.utt]  # (hyps, frames)
+        self.last_frame = (lengths - 1)[self.utt]
+        blank = self.log_probs[self.utt, :, PAD_ID]
+        self.blank_cum = blank.cumsum(-1)  # B[t] = sum of blank log-probs up to t
+        self.r_n = torch.full_like(blank, -math.inf)  # the empty prefix: all frames blank
+        self.r_b = self.blank_cum.clone()
+        self.last = torch.full_like(self.utt, BOS_ID)
+        self.empty = torch.ones_like(self.utt, dtype=torch.bool)
+        self._pending: tuple[Tensor, Tensor, Tensor] | None = None
+
+    def score(self, candidates: Tensor) -> Tensor:
+        """(hyps, K) candidate tokens -> (hyps, K) log P_ctc(prefix + candidate).
+
+        For EOS the score is the full-sequence probability of the prefix itself. The prefix
+        score needs only phi (the paths into the new token); the forward variables, the
+        costly part, are computed in `select` for the chosen candidates alone.
+        """
+        x = self.log_probs[self.utt[:, None, None], torch.arange(self.log_probs.shape[1],
+                           device=candidates.device)[None, None], candidates[..., None]]  # (N,K,T)
+        both = torch.logaddexp(self.r_n, self.r_b)
+        phi = torch.where((candidates == self.last[:, None])[..., None], self.r_b[:, None],
+                          both[:, None])  # paths into c: a repeat of the last token needs a blank
+        first = x[..., :1] + self._start()[:, None, None]  # c emitted at frame 0
+        starts = torch.cat([first, phi[..., :-1] + x[..., 1:]], -1)  # c first emitted at t
+        psi = starts.masked_fill(~self.valid[:, None], -math.inf).logsumexp(-1)
+        ended = both.gather(1, self.last_frame[:, None])  # g complete: EOS
+        psi = torch.where(candidates == EOS_ID, ended, psi)
+        self._pending = (candidates, x, phi)
+        return psi.float()
+
+    def select(self, rows: Tensor, choice: Tensor) -> None:
+        """Hypothesis i now is row rows[i] of the last `score` extended by its candidate choice[i]."""
+        candidates, x, phi = self._pending
+        x, phi, start = x[rows, choice], phi[rows, choice], self._start()[rows, None]
+        cum = x.cumsum(-1)
+        self.r_n = cum + torch.cat([start, phi[:, :-1] - cum[:, :-1]], -1).logcumsumexp(-1)
+        blank = self.blank_cum[rows]
+        self.r_b = blank + torch.cat([torch.full_like(start, -math.inf),
+                                      self.r_n[:, :-1] - blank[:, :-1]], -1).logcumsumexp(-1)
+        self.last = candidates[rows, choice]
+        self.empty = torch.zeros_like(self.empty)
+
+    def _start(self) -> Tensor:
+        """log P of reaching frame 0 with nothing emitted: 0 for the empty prefix only."""
+        return torch.where(self.empty, 0.0, -math.inf).to(self.r_n.dtype)
+
+
+class LogitFilter:
+    """A rule applied to next-token log-probabilities (hyps, vocab) before a choice, in place."""
+
+    def apply(self, log_probs: Tensor, tokens: Tensor) -> None:
+        raise NotImplementedError
+
+
+class SuppressTokens(LogitFilter):
+    """Tokens the decoder must never emit (padding/CTC blank, BOS)."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    def apply(self, log_probs: Tensor, tokens: Tensor) -> None:
+        log_probs[:, self.ids] = -math.inf
+
+
+class RepetitionLimit(LogitFilter):
+    """Forbid the token that would make a hypothesis end in more than `max_repeats` copies of
+    one token sequence back to back: the loop an attention decoder can fall into.
+
+    Appending c to y (length L) ends it in R + 1 copies of a span of s tokens exactly when
+    y's last R * s - 1 tokens repeat with period s and c equals y[L - s].
+    """
+
+    def __init__(self, max_repeats: int) -> None:
+        self.max_repeats = max_repeats
+
+    def apply(self, log_probs: Tensor, tokens: Tensor) -> None:
+        ids = tokens[:, 1:]  # without BOS
+        length, repeats = ids.shape[1], self.max_repeats
+        for span in range(1, (length + 1) // (repeats + 1) + 1):
+            first = length + 1 - (repeats + 1) * span
+            periodic = (ids[:, first:length - span] == ids[:, first + span:]).all(-1)
+            penalty = torch.where(periodic, -math.inf, 0.0)[:, None].to(log_probs.dtype)
+            log_probs.scatter_add_(1, ids[:, length - span, None], penalty)
+
+
+class Scorer:
+    """Joint next-token scores for a batch of hypotheses: attention decoder (through a cache
+    or not), logit filters, length limit, and optionally the CTC prefix score."""
+
+    def __init__(self, model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+                 group: int, options: DecodingOptions) -> None:
+        inference = CachedInference if options.kv_cache else FullInference
+        self.inference = inference(model, memory, memory_lengths)
+        self.group = group
+        self.filters: list[LogitFilter] = [SuppressTokens([PAD_ID, BOS_ID])]
+        if options.max_repeats > 0:
+            self.filters.append(RepetitionLimit(options.max_repeats))
+        use_ctc = options.ctc_weight > 0 and model.ctc is not None
+        self.ctc_weight = options.ctc_weight if use_ctc else 0.0
+        self.ctc = CTCPrefixScorer(model.ctc(memory), memory_lengths, group) if use_ctc else None
+        self.pre_beam = math.ceil(options.pre_beam_ratio * group) if use_ctc else 2 * group
+        self.pre_beam = max(self.pre_beam, 2)
+
+    def candidates(self, tokens: Tensor, at_limit: Tensor,
+                   att_scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The `pre_beam` best next tokens of each hypothesis: (tokens, cumulative attention
+        log P, joint score), each (hyps, pre_beam); `att_scores` is each prefix's log P_att."""
+        log_probs = self.inference.log_probs(tokens)
+        for f in self.filters:
+            f.apply(log_probs, tokens)
+        log_probs[at_limit] = -math.inf
+        log_probs[at_limit, EOS_ID] = 0.0  # out of room: the hypothesis must end
+        top, candidates = log_probs.topk(self.pre_beam, dim=-1)
+        att = att_scores[:, None] + top
+        if self.ctc is None:
+            return candidates, att, att
+        ctc = self.ctc.score(candidates)
+        return candidates, att, (1 - self.ctc_weight) * att + self.ctc_weight * ctc
+
+    def select(self, rows: Tensor, choice: Tensor, reordered: bool = True) -> None:
+        """Keep hypothesis rows[i] extended by its candidate choice[i], for every i
+        (`reordered=False`: rows is every hypothesis in order, as in greedy search)."""
+        if reordered:
+            self.inference.select(rows)
+        if self.ctc is not None:
+            self.ctc.select(rows, choice)
+
+
+class GreedySearch:
+    """The best next token, one hypothesis per utterance."""
+
+    group = 1
+
+    def run(self, scorer: Scorer, max_tokens: Tensor) -> list[list[int]]:
+        batch = len(max_tokens)
+        device = max_tokens.device
+        tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+        att = torch.zeros(batch, device=device)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        rows = torch.arange(batch, device=device)
+        for step in range(int(max_tokens.max()) + 1):
+            candidates, att_next, joint = scorer.candidates(tokens, step >= max_tokens, att)
+            choice = joint.argmax(-1)
+            next_token = candidates[rows, choice]
+            att = att_next[rows, choice]
+            next_token = torch.where(done, PAD_ID, next_token)
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+            done |= next_token == EOS_ID
+            if done.all():
+                break
+            scorer.select(rows, choice, reordered=False)
+        return [_strip(row[1:].tolist()) for row in tokens]
+
+
+class BeamSearch:
     """Keep the `beam_size` best prefixes per utterance until no live one can win.
 
     An utterance is done once it has `beam_size` finished hypotheses and its best live prefix
-    already scores below its best finished one (log P only falls as a prefix grows).
+    already scores below its best finished one (scores only fall as a prefix grows).
     """
-    batch, beam = memory.shape[0], options.beam_size
-    memory = memory.repeat_interleave(beam, 0)
-    memory_lengths = memory_lengths.repeat_interleave(beam)
-    limit = max_tokens.repeat_interleave(beam)
-    tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=memory.device)
-    scores = torch.full((batch, beam), float("-inf"), device=memory.device)
-    scores[:, 0] = 0.0  # all beams start identical: expand only the first
-    finished = [_Finished() for _ in range(batch)]
-    for step in range(int(max_tokens.max()) + 1):
-        logits = model.decoder(tokens, memory, memory_lengths)[:, -1].float()
-        logp = logits.log_softmax(-1)
-        at_limit = step >= limit
-        logp[at_limit] = float("-inf")
-        logp[at_limit, EOS_ID] = 0.0
-        candidates = (scores.reshape(-1, 1) + logp).reshape(batch, -1)
-        top_scores, top_index = candidates.topk(2 * beam, dim=1)
-        rows, next_tokens, scores = _select(top_scores, top_index, logp.shape[-1], tokens,
-                                            finished, beam, step, options.length_penalty)
-        tokens = torch.cat([tokens[rows], next_tokens[:, None]], dim=1)
-        if all(f.done for f in finished):
-            break
-    return finished
 
+    def __init__(self, beam_size: int, length_penalty: float) -> None:
+        self.group, self.length_penalty = beam_size, length_penalty
 
-def ctc_rescore(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-                finished: list["_Finished"], options: DecodingOptions) -> list[list[int]]:
-    """Pick each utterance's hypothesis by (1 - w) log P_att + w log P_ctc, length-normalised.
+    def run(self, scorer: Scorer, max_tokens: Tensor) -> list[list[int]]:
+        batch, beam, device = len(max_tokens), self.group, max_tokens.device
+        limit = max_tokens.repeat_interleave(beam)
+        tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
+        att = torch.zeros(batch * beam, device=device)
+        alive = torch.zeros(batch, beam, device=device)
+        alive[:, 1:] = -math.inf  # all beams start identical: expand only the first
+        finished = [_Finished() for _ in range(batch)]
+        for step in range(int(max_tokens.max()) + 1):
+            candidates, att_next, joint = scorer.candidates(tokens, step >= limit, att)
+            pre_beam = candidates.shape[1]
+            joint = (joint + alive.reshape(-1, 1)).reshape(batch, -1)
+            top_scores, top_index = joint.topk(min(2 * beam, joint.shape[1]), dim=1)
+            picked, alive = self._select(top_scores, top_index, candidates, tokens, finished,
+                                         step)
+            if all(f.done for f in finished):
+                break
+            rows, choice = picked // pre_beam, picked % pre_beam
+            att = att_next[rows, choice]
+            tokens = torch.cat([tokens[rows], candidates[rows, choice][:, None]], dim=1)
+            scorer.select(rows, choice)
+        return [f.best() for f in finished]
 
-    log P_ctc is the CTC forward score of the whole hypothesis (all alignments), from
-    `F.ctc_loss`; a hypothesis CTC cannot align at all scores -inf.
-    """
-    log_probs = model.ctc(memory).float().log_softmax(-1)
-    best = []
-    for b, done in enumerate(finished):
-        if not done.hypotheses:
-            best.append([])
-            continue
-        ids = [h[2] for h in done.hypotheses]
-        frames = int(memory_lengths[b])
-        targets = pad_sequence([torch.tensor(i or [PAD_ID], dtype=torch.long) for i in ids],
-                               batch_first=True, padding_value=PAD_ID).to(memory.device)
-        ctc = -F.ctc_loss(log_probs[b, :frames, None].expand(-1, len(ids), -1), targets,
-                          torch.full((len(ids),), frames, dtype=torch.long),
-                          torch.tensor([len(i) for i in ids], dtype=torch.long),
-                          blank=PAD_ID, reduction="none")
-        best.append(done.best(ctc.tolist(), options.ctc_weight))
-    return best
+    def _select(self, top_scores: Tensor, top_index: Tensor, candidates: Tensor, tokens: Tensor,
+                finished: list["_Finished"], step: int) -> tuple[Tensor, Tensor]:
+        """Move candidates ending in EOS to `finished`; the best others become the next beams.
+
+        Returns, for each next beam, its index into the flattened (hyps, pre_beam)
+        candidates, and the beams' -inf/0 liveness. Utterances that are done keep dead
+        beams so shapes stay fixed.
+        """
+        batch, beam = len(finished), self.group
+        pre_beam = candidates.shape[1]
+        flat = candidates.reshape(-1).tolist()
+        picked: list[int] = []
+        alive = torch.full((batch, beam), -math.inf)
+        for b in range(batch):
+            kept, best_live = 0, -math.inf
+            for score, index in zip(top_scores[b].tolist(), top_index[b].tolist(), strict=True):
+                if kept == beam or score == -math.inf or finished[b].done:
+                    break
+                index += b * beam * pre_beam
+                if flat[index] == EOS_ID:
+                    row = index // pre_beam
+                    finished[b].add(score, _strip(tokens[row, 1:].tolist()), step + 1,
+                                    self.length_penalty)
+                    continue
+                best_live = max(best_live, score)
+                alive[b, kept] = 0.0
+                picked.append(index)
+                kept += 1
+            picked += [b * beam * pre_beam] * (beam - kept)  # pad with dead beams
+            finished[b].update(best_live, beam)
+            if finished[b].done:
+                alive[b] = -math.inf
+        device = tokens.device
+        return torch.tensor(picked, device=device), alive.to(device)
 
 
 class _Finished:
-    """An utterance's ended hypotheses: (length-normalised score, log P, token ids, the
-    length normaliser length ** length_penalty)."""
+    """An utterance's ended hypotheses: (length-normalised score, score, token ids)."""
 
     def __init__(self) -> None:
-        self.hypotheses: list[tuple[float, float, list[int], float]] = []
+        self.hypotheses: list[tuple[float, float, list[int]]] = []
         self.done = False
 
-    def add(self, log_prob: float, ids: list[int], length: int, length_penalty: float) -> None:
-        norm = length**length_penalty
-        self.hypotheses.append((log_prob / norm, log_prob, ids, norm))
+    def add(self, score: float, ids: list[int], length: int, length_penalty: float) -> None:
+        self.hypotheses.append((score / length**length_penalty, score, ids))
 
     def update(self, best_live: float, beam: int) -> None:
-        best_finished = max((h[1] for h in self.hypotheses), default=float("-inf"))
+        best_finished = max((h[1] for h in self.hypotheses), default=-math.inf)
         self.done = len(self.hypotheses) >= beam and best_live < best_finished
 
-    def best(self, ctc: list[float] | None = None, weight: float = 0.0) -> list[int]:
-        """The top hypothesis; with `ctc` (log P_ctc per hypothesis) by the joint score
-        ((1 - weight) log P_att + weight log P_ctc) / length ** length_penalty."""
-        if not self.hypotheses:
-            return []
-        if ctc is None:
-            return max(self.hypotheses, key=lambda h: h[0])[2]
-        joint = [((1 - weight) * h[1] + weight * c) / h[3]
-                 for h, c in zip(self.hypotheses, ctc, strict=True)]
-        return self.hypotheses[max(range(len(joint)), key=joint.__getitem__)][2]
-
-
-def _select(top_scores: Tensor, top_index: Tensor, vocab: int, tokens: Tensor,
-            finished: list[_Finished], beam: int, step: int,
-            length_penalty: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Move candidates ending in EOS to `finished`; the best others become the next beams.
-
-    Returns, for each next beam, the row of `tokens` it extends, its new token and the
-    beams' scores. Utterances that are done keep dead (-inf) beams so shapes stay fixed.
-    """
-    batch = top_scores.shape[0]
-    rows, next_tokens = [], []
-    scores = torch.full((batch, beam), float("-inf"), device=top_scores.device)
-    for b in range(batch):
-        kept = 0
-        for score, index in zip(top_scores[b].tolist(), top_index[b].tolist(), strict=True):
-            if kept == beam or score == float("-inf") or finished[b].done:
-                break
-            row, token = b * beam + index // vocab, index % vocab
-            if token == EOS_ID:
-                finished[b].add(score, _strip(tokens[row, 1:].tolist()), step + 1, length_penalty)
-                continue
-            scores[b, kept] = score
-            rows.append(row)
-            next_tokens.append(token)
-            kept += 1
-        for _ in range(beam - kept):  # pad with dead beams
-            rows.append(b * beam)
-            next_tokens.append(PAD_ID)
-        finished[b].update(scores[b].max().item(), beam)
-        if finished[b].done:
-            scores[b] = float("-inf")
-    device = tokens.device
-    return torch.tensor(rows, device=device), torch.tensor(next_tokens, device=device), scores
+    def best(self) -> list[int]:
+        return max(self.hypotheses, key=lambda h: h[0])[2] if self.hypotheses else []
 
 
 def _strip(ids: list[int]) -> list[int]:

@@ -14,15 +14,17 @@ from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError, save_text
 from asr.data import ManifestError, read_manifest
 from asr.metrics import char_errors, word_errors
+from asr.transcribe import add_decoding_arguments, decoding_overrides
 from asr.transcriber import Transcriber
 
 
-def evaluate(transcriber: Transcriber, manifest: str | Path, batch_size: int = 16) -> dict:
-    """Transcribe every utterance of a manifest and score it against the references."""
+def evaluate(transcriber: Transcriber, manifest: str | Path) -> dict:
+    """Transcribe every utterance of a manifest, each whole (manifests hold utterances already
+    cut), and score it against the references."""
     utts = read_manifest(manifest)
     waves = [load_audio(u.audio_filepath, transcriber.sample_rate) for u in utts]
     started = time.perf_counter()
-    hyps = transcriber.transcribe_waves(waves, batch_size)
+    hyps = transcriber.transcribe_waves(waves)
     seconds = time.perf_counter() - started
     audio_seconds = sum(len(w) for w in waves) / transcriber.sample_rate
     rows = []
@@ -47,15 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", required=True, help="model directory written by training")
     parser.add_argument("--manifest", required=True, help="JSON-lines manifest to score")
     parser.add_argument("--json", help="write the scores and every utterance's result here")
-    parser.add_argument("--beam-size", type=int, help="override the model's decoding beam")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--device", default="auto")
+    add_decoding_arguments(parser)
     args = parser.parse_args(argv)
-    options = {"beam_size": args.beam_size} if args.beam_size else {}
     try:
-        transcriber = Transcriber.from_pretrained(args.model, args.device, **options)
-        result = evaluate(transcriber, args.manifest, args.batch_size)
-    except (AudioError, ManifestError, ModelDirError) as err:
+        transcriber = Transcriber.from_pretrained(args.model, args.device, vad=None,
+                                                  batch_size=args.batch_size,
+                                                  **decoding_overrides(args))
+        result = evaluate(transcriber, args.manifest)
+    except (AudioError, ManifestError, ModelDirError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(f"{result['manifest']}: {result['utterances']} utterances, "

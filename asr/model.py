@@ -67,15 +67,75 @@ class MultiHeadAttention(nn.Module):
         self.value = nn.Linear(d_model, d_model)
         self.out = nn.Linear(d_model, d_model)
 
-    def forward(self, x: Tensor, source: Tensor, mask: Tensor | None = None) -> Tensor:
-        """`mask` broadcasts to (batch, heads, queries, keys); True means "may attend"."""
-        q, k, v = (self._split(p(t)) for p, t in ((self.query, x), (self.key, source),
-                                                   (self.value, source)))
+    def forward(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
+                cache: "KVCache | None" = None) -> Tensor:
+        """`mask` broadcasts to (batch, heads, queries, keys); True means "may attend".
+
+        `source` may hold fewer rows than `x` when several hypotheses of one utterance (beam
+        search) attend to its encoder states: rows of `x` come in equal groups per source row.
+        """
+        q = self._split(self.query(x))
+        k, v = cache.keys_values(self, source) if cache is not None else self.project(source)
+        group = q.shape[0] // k.shape[0]
+        if group > 1:  # fold each utterance's hypotheses into its query axis
+            q = q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if group > 1:
+            y = y.unflatten(2, (group, -1)).transpose(1, 2).flatten(0, 1)
         return self.out(y.transpose(1, 2).flatten(2))
+
+    def project(self, source: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values, (batch, heads, length, head_dim) each."""
+        return self._split(self.key(source)), self._split(self.value(source))
 
     def _split(self, t: Tensor) -> Tensor:
         return t.unflatten(-1, (self.n_head, -1)).transpose(1, 2)
+
+
+class KVCache:
+    """One attention layer's projected keys and values, kept between decoding steps.
+
+    Self-attention (`grows`) appends the keys/values of the tokens fed at each step, so each
+    token is projected once; cross-attention projects the encoder states on the first step
+    and reuses them to the end of the utterance (as whisper's `kv_cache`).
+    """
+
+    def __init__(self, grows: bool) -> None:
+        self.grows = grows
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def keys_values(self, attn: MultiHeadAttention, source: Tensor) -> tuple[Tensor, Tensor]:
+        if self.k is not None and not self.grows:
+            return self.k, self.v
+        k, v = attn.project(source)
+        if self.k is not None:
+            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+    def select(self, rows: Tensor) -> None:
+        """Keep (and repeat) the given batch rows, e.g. the beams that survive a step."""
+        if self.k is not None:
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+
+
+class DecoderCache:
+    """Everything the decoder computed for a batch of hypotheses in earlier steps.
+
+    With it, `TextDecoder` is fed only the new tokens; `offset` (tokens already seen) places
+    them. Hypotheses of one utterance share its encoder keys/values (one row per utterance).
+    """
+
+    def __init__(self, n_layers: int) -> None:
+        self.self_attn = [KVCache(grows=True) for _ in range(n_layers)]
+        self.cross_attn = [KVCache(grows=False) for _ in range(n_layers)]
+        self.offset = 0
+
+    def select(self, rows: Tensor) -> None:
+        """Continue with the given hypotheses (rows of the batch), e.g. the surviving beams."""
+        for cache in self.self_attn:
+            cache.select(rows)
 
 
 class ResidualAttentionBlock(nn.Module):
@@ -94,11 +154,13 @@ class ResidualAttentionBlock(nn.Module):
         self.drop = nn.Dropout(dims.dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None, memory: Tensor | None = None,
-                memory_mask: Tensor | None = None) -> Tensor:
-        x = self._residual(x, self.attn_ln, lambda h: self.attn(h, h, mask))
+                memory_mask: Tensor | None = None,
+                cache: tuple[KVCache, KVCache] | None = None) -> Tensor:
+        self_cache, cross_cache = cache if cache is not None else (None, None)
+        x = self._residual(x, self.attn_ln, lambda h: self.attn(h, h, mask, self_cache))
         if self.cross_attn is not None:
             x = self._residual(x, self.cross_attn_ln,
-                               lambda h: self.cross_attn(h, memory, memory_mask))
+                               lambda h: self.cross_attn(h, memory, memory_mask, cross_cache))
         return self._residual(x, self.mlp_ln, self.mlp)
 
     def _residual(self, x: Tensor, norm: nn.LayerNorm, layer) -> Tensor:
@@ -171,14 +233,25 @@ class TextDecoder(nn.Module):
                                     for _ in range(dims.n_decoder_layers))
         self.ln = nn.LayerNorm(dims.d_model) if dims.norm == "pre" else nn.Identity()
 
-    def forward(self, tokens: Tensor, memory: Tensor, memory_lengths: Tensor) -> Tensor:
+    def forward(self, tokens: Tensor, memory: Tensor, memory_lengths: Tensor,
+                cache: DecoderCache | None = None) -> Tensor:
+        """Logits for every position of `tokens`.
+
+        With a `cache`, `tokens` are only the tokens after the `cache.offset` already seen.
+        `memory` may have one row per utterance for several rows (hypotheses) of `tokens`.
+        """
+        offset = cache.offset if cache is not None else 0
         length = tokens.shape[1]
         x = self.token_embedding(tokens) * self.scale
-        x = self.drop(x + sinusoids(length, x.shape[-1], x.device))
-        causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
+        x = self.drop(x + sinusoids(offset + length, x.shape[-1], x.device)[offset:])
+        causal = None if length == 1 else torch.ones(  # one new token may see all before it
+            length, offset + length, dtype=torch.bool, device=x.device).tril(offset)
         memory_mask = padding_mask(memory_lengths, memory.shape[1])[:, None, None, :]
-        for block in self.blocks:
-            x = block(x, causal, memory, memory_mask)
+        for i, block in enumerate(self.blocks):
+            layer_cache = (cache.self_attn[i], cache.cross_attn[i]) if cache is not None else None
+            x = block(x, causal, memory, memory_mask, layer_cache)
+        if cache is not None:
+            cache.offset += length
         return self.ln(x) @ self.token_embedding.weight.T
 
 

@@ -1,13 +1,20 @@
-"""Python API for inference: a trained model directory -> text.
+"""Python API for inference: a trained model directory -> text with timed segments.
 
-    from asr.transcriber import Transcriber
+    from asr import Transcriber
     t = Transcriber.from_pretrained("exp/voice_commands", device="cpu")
-    t.transcribe("command.wav")          # -> "show me my photos please"
-    t.transcribe(["a.wav", "b.flac"])    # -> ["...", "..."], decoded in batches
+    t.transcribe("command.wav").text        # "show me my photos please"
+    t.transcribe("lecture.flac").segments   # [Segment(start=0.63, end=2.91, text="..."), ...]
+    t.transcribe(["a.wav", "b.flac"])       # [Transcript, Transcript], decoded in batches
 
-The evaluate and transcribe command lines are thin wrappers around this class.
+Audio of any length is streamed (`asr.stream`), cut into utterances by the voice activity
+detector (`asr.vad`) and the utterances of all inputs are decoded together in batches, so
+memory stays bounded and a stretch of silence is never handed to the decoder to invent words
+for. The evaluate and transcribe command lines are thin wrappers around this class.
 """
 
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +25,32 @@ from asr.audio import load_audio, prepare_array
 from asr.checkpoint import load_model_dir
 from asr.decoding import DecodingOptions, decode
 from asr.model import SpeechTransformer
+from asr.stream import stream_array, stream_file
 from asr.tokenizer import Tokenizer
+from asr.vad import Utterance, VADConfig, split_utterances
 
 AudioInput = str | Path | np.ndarray | torch.Tensor
+DEFAULT_VAD = VADConfig()
+
+
+@dataclass
+class Segment:
+    """One utterance found by the VAD: where it lies in the input (seconds) and its text."""
+
+    start: float
+    end: float
+    text: str
+
+
+@dataclass
+class Transcript:
+    """What was said in one input: the plain `text` (also `str(transcript)`) and its segments."""
+
+    text: str
+    segments: list[Segment] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -37,46 +67,96 @@ def decode_texts(model: SpeechTransformer, tokenizer: Tokenizer, wave: torch.Ten
 
 
 class Transcriber:
-    """A model, its tokenizer and decoding options, ready to turn audio into text."""
+    """A model, its tokenizer, decoding options and a VAD, ready to turn audio into text.
+
+    `vad=None` decodes every input whole, as one utterance (for pre-cut utterances, as in a
+    test manifest); otherwise inputs are cut into utterances first.
+    """
 
     def __init__(self, model: SpeechTransformer, tokenizer: Tokenizer,
-                 options: DecodingOptions | None = None) -> None:
+                 options: DecodingOptions | None = None,
+                 vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16) -> None:
         self.model, self.tokenizer = model.eval(), tokenizer
         self.options = options or DecodingOptions()
+        self.vad, self.batch_size = vad, batch_size
         self.device = next(model.parameters()).device
         self.sample_rate = model.frontend.cfg.sample_rate
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, device: str = "auto",
+                        vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16,
                         **options) -> "Transcriber":
         """Load a model directory; `options` override the decoding settings it was saved with."""
         model, tokenizer, config = load_model_dir(directory, pick_device(device))
         saved = dict(config.get("decode", {}))
         saved.update(options)
-        return cls(model, tokenizer, DecodingOptions(**saved))
+        return cls(model, tokenizer, DecodingOptions(**saved), vad, batch_size)
 
     def load(self, audio: AudioInput, sample_rate: int | None = None) -> torch.Tensor:
-        """A path or an array (with its `sample_rate`) -> mono waveform at the model's rate."""
+        """A path or an array (with its `sample_rate`) -> whole mono waveform at the model's rate."""
         if isinstance(audio, str | Path):
             return load_audio(audio, self.sample_rate)
         return prepare_array(audio, sample_rate or self.sample_rate, self.sample_rate)
 
     def transcribe(self, audio: AudioInput | list[AudioInput], sample_rate: int | None = None,
-                   batch_size: int = 16) -> str | list[str]:
-        """Transcribe one input (returns a string) or a list (returns a list, in order)."""
-        if isinstance(audio, list):
-            return self.transcribe_waves([self.load(a, sample_rate) for a in audio], batch_size)
-        return self.transcribe_waves([self.load(audio, sample_rate)], 1)[0]
+                   ) -> Transcript | list[Transcript]:
+        """Transcribe one input (returns a Transcript) or a list (a list, in order).
 
-    def transcribe_waves(self, waves: list[torch.Tensor], batch_size: int = 16) -> list[str]:
-        """Decode waveforms in batches of similar length (less padding), keeping input order."""
+        Arrays are taken at `sample_rate` (default: the model's rate).
+        """
+        inputs = audio if isinstance(audio, list) else [audio]
+        segments: list[list[Segment]] = [[] for _ in inputs]
+        for index, utterance, text in self._decode_stream(self._utterances(inputs, sample_rate)):
+            if text:
+                segments[index].append(Segment(*self._speech_span(utterance), text))
+        results = [Transcript(" ".join(s.text for s in segs), segs) for segs in segments]
+        return results if isinstance(audio, list) else results[0]
+
+    def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
+        """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
         order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
         texts: list[str] = [""] * len(waves)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            wave = pad_sequence([waves[i] for i in chunk], batch_first=True).to(self.device)
-            lengths = torch.tensor([len(waves[i]) for i in chunk], device=self.device)
-            for i, text in zip(chunk, decode_texts(self.model, self.tokenizer, wave, lengths,
-                                                   self.options), strict=True):
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            for i, text in zip(chunk, self._decode([waves[i] for i in chunk]), strict=True):
                 texts[i] = text
         return texts
+
+    def _utterances(self, inputs: list[AudioInput], sample_rate: int | None,
+                    ) -> Iterator[tuple[int, Utterance]]:
+        """(input index, utterance) for every utterance of every input, in order."""
+        for index, audio in enumerate(inputs):
+            if isinstance(audio, str | Path):
+                blocks = stream_file(audio, self.sample_rate)
+            else:
+                blocks = stream_array(audio, sample_rate or self.sample_rate, self.sample_rate)
+            if self.vad is None:
+                wave = np.concatenate(list(blocks))
+                yield index, Utterance(0.0, round(len(wave) / self.sample_rate, 3), wave)
+            else:
+                for utterance in split_utterances(blocks, self.sample_rate, self.vad):
+                    yield index, utterance
+
+    def _speech_span(self, utterance: Utterance) -> tuple[float, float]:
+        """Where the speech lies: the VAD keeps `pad_ms` of context on both sides of it for
+        the decoder, which the reported times leave out."""
+        if self.vad is None:
+            return utterance.start, utterance.end
+        pad = self.vad.pad_ms / 1000
+        middle = (utterance.start + utterance.end) / 2
+        return (round(min(utterance.start + pad, middle), 3),
+                round(max(utterance.end - pad, middle), 3))
+
+    def _decode_stream(self, items: Iterable[tuple[int, Utterance]],
+                       ) -> Iterator[tuple[int, Utterance, str]]:
+        """Decode utterances `batch_size` at a time, as they come (bounded memory)."""
+        items = iter(items)
+        while batch := list(islice(items, self.batch_size)):
+            texts = self.transcribe_waves([torch.from_numpy(u.samples) for _, u in batch])
+            for (index, utterance), text in zip(batch, texts, strict=True):
+                yield index, utterance, text
+
+    def _decode(self, waves: list[torch.Tensor]) -> list[str]:
+        wave = pad_sequence(waves, batch_first=True).to(self.device)
+        lengths = torch.tensor([len(w) for w in waves], device=self.device)
+        return decode_texts(self.model, self.tokenizer, wave, lengths, self.options)

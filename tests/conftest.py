@@ -42,6 +42,12 @@ def small_real_set() -> list[tuple[Path, str]]:
     return digits + words
 
 
+def noise_clips(start: int, count: int) -> list[Path]:
+    """Real background noise (dishes, a cat, a tap, a bike...): Speech Commands' `_silence_`."""
+    require_shared()
+    return sorted((COMMANDS / "_silence_").glob("*.wav"))[start:start + count]
+
+
 def train_config(tmp: Path, manifest: Path, *overrides: str):
     """The real training config (conf/train.yaml) with test overrides."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -53,14 +59,18 @@ def train_config(tmp: Path, manifest: Path, *overrides: str):
 
 @pytest.fixture(scope="session")
 def overfit_model(tmp_path_factory) -> tuple[Path, list[tuple[Path, str]], dict]:
-    """A tiny model trained until it has memorised eight real utterances."""
+    """A tiny model trained until it has memorised eight real utterances, and that four
+    clips of background noise (held apart from those tests use) hold no words."""
     from asr.train import Trainer
 
     tmp = tmp_path_factory.mktemp("overfit")
     entries = small_real_set()
     manifest = write_manifest(tmp / "train.jsonl", entries)
-    cfg = train_config(tmp, manifest, "trainer.max_epochs=200", "tokenizer.vocab_size=40",
-                       "data.batch_size=8", "scheduler.warmup_steps=20", "optim.lr=3e-3",
+    with_noise = write_manifest(tmp / "train_noise.jsonl",
+                                entries + [(clip, "") for clip in noise_clips(100, 4)])
+    cfg = train_config(tmp, with_noise, f"data.dev_manifest={manifest}",
+                       "trainer.max_epochs=200", "tokenizer.vocab_size=40", "data.batch_size=8",
+                       "scheduler.warmup_steps=20", "optim.lr=3e-3",
                        "features.freq_masks=0", "features.time_masks=0")
     state = Trainer(cfg).fit()
     return tmp / "model", entries, {"history": state.history, "manifest": manifest}

@@ -4,7 +4,9 @@ import json
 import subprocess
 import sys
 
+from asr.transcribe import main as transcribe_main
 from conftest import ROOT, fsdd_file
+from test_transcriber import long_recording
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -32,6 +34,28 @@ def test_transcribe_json_and_bad_file(overfit_model, tmp_path):
     assert json.loads(result.stdout) == {"file": str(entries[0][0]), "text": entries[0][1]}
     assert result.stderr.strip().splitlines() == [
         f"error: {bad}: not readable as audio (Format not recognised.)"]
+
+
+def test_transcribe_timestamps(overfit_model, tmp_path, capsys):
+    """Two words in one file: a line per segment (text lines, and in JSON), in order.
+    In-process (`main`), as a subprocess costs a torch import."""
+    model_dir, entries, _ = overfit_model
+    path = tmp_path / "two.wav"
+    spans = long_recording([entries[1], entries[5]], path)
+    assert transcribe_main(["--timestamps", "--beam-size", "1", "--model", str(model_dir),
+                            str(path)]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [(f, text) for f, _, _, text in lines] == [(str(path), entries[1][1]),
+                                                      (str(path), entries[5][1])]
+    for (_, start, end, _), (clip_start, clip_end) in zip(lines, spans, strict=True):
+        assert clip_start - 0.3 <= float(start) < float(end) <= clip_end + 0.3
+    assert transcribe_main(["--timestamps", "--json", "--mode", "ctc_greedy", "--model",
+                            str(model_dir), str(path)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["text"] == f"{entries[1][1]} {entries[5][1]}"
+    assert [s["text"] for s in record["segments"]] == [entries[1][1], entries[5][1]]
+    assert [round(float(v), 2) for s in record["segments"] for v in (s["start"], s["end"])] == \
+        [float(v) for _, start, end, _ in lines for v in (start, end)]
 
 
 def test_transcribe_missing_model(tmp_path):

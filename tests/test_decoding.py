@@ -1,11 +1,16 @@
-"""Search: batched equals one at a time, beam finds at least greedy's score, length is bounded."""
+"""Search: the cache changes nothing, batched equals one at a time, beam finds at least greedy's
+score, CTC prefix scores are exact CTC probabilities, length and loops are bounded."""
+
+import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from asr.decoding import DecodingOptions, beam_search, ctc_rescore, decode
-from asr.tokenizer import BOS_ID, EOS_ID
+from asr.checkpoint import load_model_dir
+from asr.decoding import CTCPrefixScorer, DecodingOptions, RepetitionLimit, ctc_greedy, decode
+from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from asr.transcriber import Transcriber
 from test_model import make_model, waves
 
 
@@ -23,15 +28,48 @@ def peaked_model():
     return model
 
 
-def test_batched_search_equals_one_at_a_time():
+@pytest.mark.parametrize("ctc_weight", [0.0, 0.4])
+def test_batched_search_equals_one_at_a_time(ctc_weight):
     model = peaked_model()
     batch, lengths = waves(0.3, 0.9, 0.6)
     for beam in (1, 4):
-        options = DecodingOptions(beam_size=beam, max_len_ratio=0.5)
+        options = DecodingOptions(beam_size=beam, max_len_ratio=0.5, ctc_weight=ctc_weight,
+                                  encoder_batch=2)  # encoded in chunks, searched together
         together = decode(model, batch, lengths, options)
         alone = [decode(model, batch[i:i + 1, : lengths[i]], lengths[i:i + 1], options)[0]
                  for i in range(3)]
         assert together == alone
+        assert any(len(ids) > 2 for ids in together)
+
+
+def test_cache_gives_the_same_hypotheses_on_a_trained_model(overfit_model):
+    """Greedy and beam, attention-only and joint: with and without the key/value cache."""
+    model_dir, entries, _ = overfit_model
+    model, tokenizer, _ = load_model_dir(model_dir)
+    loader = Transcriber(model, tokenizer)
+    wave_list = [loader.load(path) for path, _ in entries]
+    wave = torch.nn.utils.rnn.pad_sequence(wave_list, batch_first=True)
+    lengths = torch.tensor([len(w) for w in wave_list])
+    texts = [t for _, t in entries]
+    for beam in (1, 4):
+        for ctc_weight in (0.0, 0.5):
+            options = {"beam_size": beam, "ctc_weight": ctc_weight}
+            cached = decode(model, wave, lengths, DecodingOptions(kv_cache=True, **options))
+            full = decode(model, wave, lengths, DecodingOptions(kv_cache=False, **options))
+            assert cached == full
+            assert [tokenizer.decode(ids) for ids in cached] == texts
+
+
+def test_cached_decoder_logits_match_the_full_pass():
+    model = make_model()
+    from asr.model import DecoderCache
+    memory, lengths = model.encode(*waves(0.5, 0.8))
+    tokens = torch.tensor([[BOS_ID, 10, 11, 12, 13], [BOS_ID, 7, 7, 30, 4]])
+    full = model.decoder(tokens, memory, lengths)
+    cache = DecoderCache(len(model.decoder.blocks))
+    steps = [model.decoder(tokens[:, :2], memory, lengths, cache)]  # a prompt, then one by one
+    steps += [model.decoder(tokens[:, i:i + 1], memory, lengths, cache) for i in range(2, 5)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
 
 
 def test_beam_finds_at_least_the_greedy_score():
@@ -45,40 +83,76 @@ def test_beam_finds_at_least_the_greedy_score():
             log_prob(model, batch[i], lengths[i], greedy[i]) - 1e-5
 
 
-def test_output_length_is_bounded_by_encoder_length():
+@pytest.mark.parametrize("ctc_weight", [0.0, 0.5])
+def test_output_length_is_bounded_by_encoder_length(ctc_weight):
     model = make_model()
     batch, lengths = waves(0.2, 0.5)
     _, memory_lengths = model.encode(batch, lengths)
     for beam in (1, 3):
-        out = decode(model, batch, lengths, DecodingOptions(beam_size=beam, max_len_ratio=0.25))
+        out = decode(model, batch, lengths, DecodingOptions(
+            beam_size=beam, max_len_ratio=0.25, ctc_weight=ctc_weight, max_repeats=0))
         for ids, frames in zip(out, memory_lengths.tolist(), strict=True):
             assert len(ids) <= -(-frames // 4)
 
 
-def ctc_log_prob(model, memory, frames: int, ids: list[int]) -> float:
-    """CTC forward score of one hypothesis on its own (no padding, no batching)."""
-    log_probs = model.ctc(memory[:1, :frames]).log_softmax(-1).transpose(0, 1)
-    target = torch.tensor([ids or [0]])
-    return -F.ctc_loss(log_probs, target, torch.tensor([frames]), torch.tensor([len(ids)]),
-                       blank=0, reduction="sum").item()
+def test_ctc_prefix_scores_of_full_sequences_equal_ctc_loss():
+    """Extending hypotheses token by token and ending them gives exactly log P_ctc(y), the
+    forward score F.ctc_loss computes; for repeats, padded frames, and the empty one."""
+    model = make_model()
+    memory, lengths = model.encode(*waves(0.3, 0.9, 0.6, 0.5))
+    logits = model.ctc(memory)
+    hyps = [[5, 6, 6, 7], [9, 9, 9, 12, 4, 9], [4, 4, 8], []]
+    scorer = CTCPrefixScorer(logits, lengths, group=1)
+    final = [0.0] * len(hyps)
+    for step in range(max(map(len, hyps)) + 1):
+        candidates = torch.tensor([[h[step] if step < len(h) else EOS_ID, 20] for h in hyps])
+        scores = scorer.score(candidates)
+        for n, h in enumerate(hyps):
+            if step == len(h):
+                final[n] = scores[n, 0].item()
+        scorer.select(torch.arange(len(hyps)), torch.zeros(len(hyps), dtype=torch.long))
+    log_probs = logits.float().log_softmax(-1).transpose(0, 1)
+    targets = torch.tensor([h + [PAD_ID] * (6 - len(h)) for h in hyps])
+    expected = -F.ctc_loss(log_probs, targets, lengths, torch.tensor([len(h) for h in hyps]),
+                           blank=PAD_ID, reduction="none")
+    assert final == pytest.approx(expected.tolist(), abs=1e-4)
 
 
-def test_ctc_rescoring_picks_by_the_joint_score():
-    """With weight 1 and no length penalty the pick is the n-best entry CTC scores highest;
-    with weight 0 it is plain beam search's pick."""
-    model = peaked_model()
-    batch, lengths = waves(0.6, 1.0)
-    memory, memory_lengths = model.encode(batch, lengths)
-    max_tokens = torch.tensor([6, 6])
-    options = DecodingOptions(beam_size=4, length_penalty=0.0, ctc_weight=1.0)
-    finished = beam_search(model, memory, memory_lengths, max_tokens, options)
-    picked = ctc_rescore(model, memory, memory_lengths, finished, options)
-    for b, done in enumerate(finished):
-        assert len({tuple(h[2]) for h in done.hypotheses}) > 1  # a real choice
-        frames = int(memory_lengths[b])
-        scores = {tuple(h[2]): ctc_log_prob(model, memory[b:b + 1], frames, h[2])
-                  for h in done.hypotheses}
-        assert scores[tuple(picked[b])] == pytest.approx(max(scores.values()), abs=1e-4)
-    plain = DecodingOptions(beam_size=4, length_penalty=0.0, ctc_weight=0.0)
-    assert ctc_rescore(model, memory, memory_lengths, finished, plain) == \
-        [f.best() for f in finished]
+def test_ctc_prefix_scores_fall_as_prefixes_grow():
+    """P(output starts with g + c) <= P(output starts with g): joint scores only fall."""
+    model = make_model()
+    memory, lengths = model.encode(*waves(0.6))
+    scorer = CTCPrefixScorer(model.ctc(memory), lengths, group=1)
+    previous = 0.0
+    for token in [5, 9, 9, 30]:
+        score = scorer.score(torch.tensor([[token]]))[0, 0].item()
+        assert score <= previous + 1e-6
+        scorer.select(torch.tensor([0]), torch.tensor([0]))
+        previous = score
+
+
+def test_ctc_greedy_merges_repeats_and_drops_blanks():
+    logits = torch.full((2, 7, 10), -5.0)
+    paths = [[0, 5, 5, 0, 5, 6, 6], [7, 7, 7, 0, 0, 0, 8]]
+    for b, path in enumerate(paths):
+        logits[b, torch.arange(7), torch.tensor(path)] = 5.0
+    assert ctc_greedy(logits, torch.tensor([7, 5])) == [[5, 5, 6], [7]]
+
+
+def test_repetition_limit_forbids_only_the_looping_token():
+    """At most three copies of a token sequence back to back: the token that would start
+    a fourth is forbidden, nothing else."""
+    tokens = torch.tensor([[BOS_ID, 5, 6, 5, 6, 5, 6, 5],      # "6" would complete a 4th "5 6"
+                           [BOS_ID, 5, 6, 5, 6, 5, 7, 5],      # no loop
+                           [BOS_ID, 4, 9, 4, 9, 8, 8, 8],      # a 4th "8"
+                           [BOS_ID, 10, 11, 12, 13, 4, 8, 8]])  # a 3rd "8" is fine
+    log_probs = torch.zeros(4, 20)
+    RepetitionLimit(max_repeats=3).apply(log_probs, tokens)
+    assert (log_probs == -math.inf).nonzero().tolist() == [[0, 6], [2, 8]]
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="decode.mode must be one of"):
+        DecodingOptions(mode="ctc")
+    with pytest.raises(ValueError, match=r"decode.ctc_weight must be in \[0, 1\)"):
+        DecodingOptions(ctc_weight=1.0)

@@ -1,0 +1,101 @@
+"""The Python API on real speech: long files cut by the VAD with times, silence and noise
+give no words, arrays and lists, the streamed resampler."""
+
+import numpy as np
+import pytest
+import soundfile as sf
+import soxr
+import torch
+
+from asr import Segment, Transcriber, Transcript
+from asr.audio import AudioError, load_audio
+from asr.stream import stream_file
+from conftest import noise_clips
+
+RATE = 16000
+
+
+def long_recording(entries, path, rate: int = 22050, pause: float = 1.3, noise: float = 1e-4,
+                   ) -> list[tuple[float, float]]:
+    """Real utterances joined by pauses of faint noise (-80 dBFS), written at `rate` (so the
+    stream is resampled); each clip's span in seconds."""
+    rng = np.random.default_rng(0)
+    parts, spans, t = [], [], 0.0
+    for audio, _ in entries:
+        clip = load_audio(audio, rate).numpy()
+        gap = (rng.standard_normal(int(pause * rate)) * noise).astype(np.float32)
+        parts += [gap, clip]
+        spans.append((t + pause, t + pause + len(clip) / rate))
+        t += pause + len(clip) / rate
+    parts.append(np.zeros(int(pause * rate), np.float32))
+    sf.write(path, np.concatenate(parts), rate)
+    return spans
+
+
+def test_long_file_is_cut_into_timed_segments(overfit_model, tmp_path):
+    """Each clip becomes one segment with its text. The digit recordings are trimmed to the
+    speech, so their segments start and end within 0.3 s of the joins; the one-second
+    command clips hold silence around the word, so theirs lie within the clip, give or take
+    0.3 s."""
+    model_dir, entries, _ = overfit_model
+    path = tmp_path / "long.wav"
+    spans = long_recording(entries, path)
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu", batch_size=3, beam_size=1)
+    result = transcriber.transcribe(path)
+    assert isinstance(result, Transcript)
+    assert [s.text for s in result.segments] == [text for _, text in entries]
+    assert result.text == " ".join(text for _, text in entries) == str(result)
+    for segment, (audio, _), (start, end) in zip(result.segments, entries, spans, strict=True):
+        assert start - 0.3 <= segment.start < segment.end <= end + 0.3
+        if audio.parent.name == "recordings":  # FSDD
+            assert abs(segment.start - start) <= 0.3 and abs(segment.end - end) <= 0.3
+
+
+def noise_recording(seconds: int = 10) -> np.ndarray:
+    """Real background noise, `seconds` long: one-second clips the model never heard."""
+    parts = [sf.read(p, dtype="float32")[0] for p in noise_clips(0, seconds)]
+    return np.concatenate(parts)[: seconds * RATE]
+
+
+@pytest.mark.parametrize("kind", ["silence", "noise"])
+def test_silence_and_noise_give_no_words(overfit_model, kind):
+    model_dir, _, _ = overfit_model
+    audio = np.zeros(10 * RATE, np.float32) if kind == "silence" else noise_recording()
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu")
+    for beam in (1, 5):
+        transcriber.options.beam_size = beam
+        assert transcriber.transcribe(audio, sample_rate=RATE) == Transcript("", [])
+
+
+def test_lists_and_arrays_decode_like_files(overfit_model):
+    model_dir, entries, _ = overfit_model
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu", vad=None)
+    files = [path for path, _ in entries]
+    results = transcriber.transcribe(files)
+    assert [r.text for r in results] == [text for _, text in entries]
+    clip, rate = sf.read(files[0], dtype="float32")
+    alone = transcriber.transcribe(torch.from_numpy(clip), sample_rate=rate)
+    assert alone.text == entries[0][1]
+    assert alone.segments == [Segment(0.0, round(len(clip) / rate, 3), entries[0][1])]
+
+
+def test_streamed_resampling_matches_resampling_the_whole_file(tmp_path):
+    """Blocks resampled one after another join without seams."""
+    wave = noise_recording(3)
+    path = tmp_path / "noise.wav"
+    sf.write(path, wave, RATE)
+    streamed = np.concatenate(list(stream_file(path, 8000, block_seconds=0.37)))
+    whole = soxr.resample(wave, RATE, 8000)
+    assert streamed.shape == whole.shape
+    assert np.allclose(streamed, whole, atol=1e-4)
+
+
+def test_unreadable_input_is_one_clear_error(overfit_model, tmp_path):
+    model_dir, _, _ = overfit_model
+    bad = tmp_path / "notes.wav"
+    bad.write_text("not audio at all")
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu")
+    with pytest.raises(AudioError, match=f"^{bad}: not readable as audio"):
+        transcriber.transcribe(bad)
+    with pytest.raises(AudioError, match="contains NaN"):
+        transcriber.transcribe(np.full(RATE, np.nan, np.float32))
