@@ -53,6 +53,7 @@ class TrainState:
     train_seconds: float = 0.0
     audio_seconds: float = 0.0
     history: list[dict] = field(default_factory=list)
+    loss_curve: list[dict] = field(default_factory=list)  # mean train loss every trainer.log_every steps
 
 
 class Trainer:
@@ -80,15 +81,19 @@ class Trainer:
             cfg.model.n_input = cfg.features.n_mels if cfg.features.kind == "fbank" \
                 else cfg.features.n_mfcc
         self.model: SpeechTransformer = build_model(cfg).to(self.device)
+        self.train_loader = self._loader(self.train_utts, shuffle=True)
+        self.dev_loader = self._loader(self.dev_utts, shuffle=False)
         self.optimizer = instantiate(cfg.optim, params=self.model.parameters())
+        if "total_steps" in cfg.scheduler and cfg.scheduler.total_steps is None:
+            with open_dict(cfg):  # schedules that decay to an end (cosine) need to know it
+                cfg.scheduler.total_steps = cfg.trainer.max_steps or \
+                    cfg.trainer.max_epochs * len(self.train_loader)
         self.scheduler = instantiate(cfg.scheduler, optimizer=self.optimizer)
         self.state = TrainState()
         if resuming:
             self._resume()
         else:
             self._set_cmvn()
-        self.train_loader = self._loader(self.train_utts, shuffle=True)
-        self.dev_loader = self._loader(self.dev_utts, shuffle=False)
 
     def _tokenizer(self, resuming: bool) -> Tokenizer:
         if resuming:
@@ -149,10 +154,15 @@ class Trainer:
         bar = tqdm(self.train_loader, desc=f"epoch {self.state.epoch + 1}",
                    disable=not (self.is_main and self.cfg.trainer.progress), leave=False)
         started, total, count = time.perf_counter(), 0.0, 0
+        window: list[float] = []
         for batch in bar:
             loss = self.train_step(batch)
             if loss is not None:
                 total, count = total + loss, count + 1
+            window.append(math.nan if loss is None else loss)
+            if loss is not None and self.state.step % self.cfg.trainer.get("log_every", 25) == 0:
+                self._log_steps(window)
+                window = []
             bar.set_postfix(loss=f"{loss:.3f}" if loss is not None else "nan",
                             lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
             self.state.audio_seconds += batch["lengths"].sum().item() / \
@@ -161,6 +171,11 @@ class Trainer:
                 break
         self.state.train_seconds += time.perf_counter() - started
         self.epoch_train_loss = total / max(count, 1)
+
+    def _log_steps(self, losses: list[float]) -> None:
+        """A point of the training-loss curve: the mean over the last steps (NaN if one was)."""
+        self.state.loss_curve.append({"step": self.state.step, "train_loss": sum(losses) / len(losses),
+                                 "lr": self.scheduler.get_last_lr()[0]})
 
     def train_step(self, batch: dict[str, torch.Tensor]) -> float | None:
         """One optimiser step; returns the loss, or None if it was not finite (step skipped)."""
@@ -222,7 +237,8 @@ class Trainer:
                     "scheduler": self.scheduler.state_dict(), "state": asdict(state),
                     "torch_rng": torch.get_rng_state()}, self.out_dir / CHECKPOINT)
         save_metrics(self.out_dir, {"best_dev_wer": state.best_wer, "steps": state.step,
-                                    "audio_sec_per_sec": rate, "epochs": state.history})
+                                    "audio_sec_per_sec": rate, "epochs": state.history,
+                                    "loss_curve": state.loss_curve})
 
 
 def seed_everything(seed: int) -> None:
