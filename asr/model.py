@@ -328,7 +328,7 @@ class SpeechTransformer(nn.Module):
         """
         memory, memory_lengths = self.encode(wave, lengths)
         target_lengths = (targets != PAD_ID).sum(1)
-        bos = torch.full_like(targets[:, :1], BOS_ID)
+        bos = targets.new_full((len(targets), 1), BOS_ID)  # targets may be (B, 0): all silence
         decoder_in = torch.cat([bos, targets], dim=1)
         decoder_out = torch.cat([targets, torch.full_like(bos, PAD_ID)], dim=1)
         decoder_out[torch.arange(len(targets)), target_lengths] = EOS_ID

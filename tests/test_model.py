@@ -79,3 +79,12 @@ def test_output_layer_is_tied_to_token_embedding():
 def test_unknown_subsampling_is_a_clear_error():
     with pytest.raises(ValueError, match="model.subsampling must be stack, conv2d or none"):
         make_model(subsampling="conv1d")
+
+
+def test_batch_of_empty_transcripts_trains():
+    """Silence clips have empty text: a batch of only those still gives finite losses."""
+    model = make_model().train()
+    wave, lengths = waves(0.5, 0.4)
+    losses = model(wave, lengths, torch.zeros(2, 0, dtype=torch.long))
+    assert all(torch.isfinite(v) for v in losses.values())
+    losses["loss"].backward()

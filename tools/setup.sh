@@ -9,6 +9,8 @@ missing=()
 command -v espeak-ng >/dev/null || missing+=(espeak-ng)
 command -v flite >/dev/null || missing+=(flite)
 command -v text2wave >/dev/null || missing+=(festival festvox-kallpc16k)
+[ -d /usr/share/festival/voices/english/ked_diphone ] || missing+=(festvox-kdlpc16k)
+[ -d /usr/share/festival/voices/us/cmu_us_slt_arctic_hts ] || missing+=(festvox-us-slt-hts)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -36,6 +36,7 @@ import soundfile as sf
 
 from asr.checkpoint import atomic_write, save_text
 from recipes.voice_commands.grammar import SINGLE_WORD_INTENTS, all_sentences, commands
+from recipes.voice_commands.real import real_records
 
 SPLITS = ("train", "dev", "test")
 # Share of each intent's wrapped sentences held out for dev and test (bare cores stay in train).
@@ -55,18 +56,20 @@ ESPEAK_VARIANTS = (
 ).split()
 FLITE_SKIP = {"awb_time"}  # a limited-domain voice: it can only say clock times
 # Voices heard only in dev or test, keyed by (engine, espeak variant or voice name). Each split
-# keeps the same kinds: male and female espeak variants, a klatt one, named ones, a flite voice.
+# keeps the same kinds of espeak variants: male, female, klatt, named ones. flite's natural male
+# voices awb and rms are the nearest to a person: awb trains, rms is held out for test; dev
+# holds festival's ked instead.
 HELD_OUT = {
     **{("espeak-ng", v): "dev" for v in ("m4", "f3", "klatt3", "Andy", "linda")},
     **{("espeak-ng", v): "test" for v in ("m7", "f4", "klatt5", "robert", "Annie")},
-    ("flite", "awb"): "dev",
+    ("festival", "ked_diphone"): "dev",
     ("flite", "rms"): "test",
 }
-# festival is 7x slower than flite (it loads its voice per call) and speaks like flite's kal.
-ENGINE_WEIGHTS = {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.02}
-# Mean pitch range (Hz) per flite voice; rms ignores the setting. slt, the one natural-sounding
-# voice of training, spans male and female pitch: with the warp below it stands in for the
-# natural male voices (awb, rms) that are held out for dev and test.
+# festival is 5-10x slower than flite (it loads its voice per call); its voices are kal and ked
+# (diphone, like flite's kal) and an HTS slt.
+ENGINE_WEIGHTS = {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.04}
+# Mean pitch range (Hz) per flite voice; rms ignores the setting. slt spans male and female
+# pitch: with the warp below it and awb stand in for the natural voices of people.
 FLITE_F0 = {"kal": (85, 130), "kal16": (85, 130), "awb": (100, 150), "slt": (95, 230)}
 
 # Vocal-tract length warp: the speech is resampled as if recorded at rate * warp, scaling every
@@ -74,6 +77,8 @@ FLITE_F0 = {"kal": (85, 130), "kal16": (85, 130), "awb": (100, 150), "slt": (95,
 # the model does not learn "the two human-like voices of training" but human-like speech.
 WARP_RANGE = (0.85, 1.18)
 NOISY_FRACTION = 0.8
+_SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DEFAULT_REAL_ROOT = _SHARED if _SHARED.is_dir() else None
 NOISE_COLORS = ("white", "pink", "brown")
 
 
@@ -334,10 +339,11 @@ def plan(args: argparse.Namespace, voices: dict[str, list[Voice]]) -> list[Job]:
     return jobs
 
 
-def settings(args: argparse.Namespace, voices: list[Voice]) -> dict:
+def settings(args: argparse.Namespace, voices: list[Voice], real: dict[str, list[dict]]) -> dict:
     """What the corpus depends on (not --jobs): a change means it must be generated again."""
     grammar = hashlib.sha256("\n".join(all_sentences()).encode()).hexdigest()[:16]
     return {"train": args.train, "dev": args.dev, "test": args.test, "seed": args.seed,
+            "real": {split: len(records) for split, records in real.items()},
             "sample_rate": args.sample_rate, "grammar": grammar, "warp": list(WARP_RANGE),
             "flite_f0": {name: list(hz) for name, hz in FLITE_F0.items()},
             "voices": [f"{voice.engine}:{voice.name}" for voice in voices]}
@@ -351,12 +357,19 @@ def synthesize_all(jobs: list[Job], processes: int) -> list[dict]:
         return pool.map(render, jobs, chunksize=8)
 
 
-def write_corpus(out: Path, records: list[dict]) -> None:
-    """The three manifests and the sample a user can transcribe first."""
+def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]]) -> None:
+    """The manifests and the sample a user can transcribe first.
+
+    Real recordings join train and dev; their test speakers get a manifest of their own
+    (test_real.jsonl), so test.jsonl keeps measuring unseen sentences and synthetic voices.
+    """
     for split in SPLITS:
-        lines = [json.dumps(r) + "\n" for r in records if r["audio_filepath"].startswith(
-            f"wavs/{split}/")]
+        synthetic = [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
+        lines = [json.dumps(r) + "\n" for r in synthetic + (real[split] if split != "test" else [])]
         save_text("".join(lines), out / f"{split}.jsonl")
+    (out / "test_real.jsonl").unlink(missing_ok=True)
+    if real["test"]:
+        save_text("".join(json.dumps(r) + "\n" for r in real["test"]), out / "test_real.jsonl")
     tests = [r for r in records if r["audio_filepath"].startswith("wavs/test/")]
     clear = [r for r in tests if r["intent"] not in SINGLE_WORD_INTENTS
              and (r["snr_db"] is None or r["snr_db"] >= 20)]
@@ -366,14 +379,16 @@ def write_corpus(out: Path, records: list[dict]) -> None:
     save_text(sample["text"] + "\n", out / "sample.txt")
 
 
-def summary(records: list[dict], elapsed: float) -> str:
+def summary(records: list[dict], real: dict[str, list[dict]], elapsed: float) -> str:
     lines = []
     for split in SPLITS:
         rows = [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
         hours = sum(r["duration"] for r in rows) / 3600
+        people = real[split]
         lines.append(f"  {split:5s}: {len(rows):5d} utterances, {hours:5.2f} h, "
                      f"{len({r['text'] for r in rows}):4d} sentences, "
-                     f"{len({(r['engine'], r['voice']) for r in rows}):3d} voices")
+                     f"{len({(r['engine'], r['voice']) for r in rows}):3d} voices; real: "
+                     f"{len(people):4d} recordings, {len({r['voice'] for r in people}):3d} speakers")
     return "\n".join(["voice-command corpus:", *lines, f"  synthesised in {elapsed:.0f} s"])
 
 
@@ -393,6 +408,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=positive, default=2, help="worker processes")
     parser.add_argument("--sample-rate", type=positive, default=16000)
+    parser.add_argument("--real-root", type=Path, default=DEFAULT_REAL_ROOT,
+                        help="folder with speech_commands/ and fsdd/ to add real speakers from "
+                             "(default: ../shared/data when present); 'none' for synthetic only")
     return parser.parse_args(argv)
 
 
@@ -400,7 +418,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     start = time.monotonic()
     voices = discover_voices()
-    wanted = settings(args, voices)
+    use_real = args.real_root is not None and str(args.real_root) != "none"
+    real = real_records(args.real_root) if use_real else {split: [] for split in SPLITS}
+    wanted = settings(args, voices, real)
     done = args.out / ".done"
     if done.is_file() and json.loads(done.read_text()) == wanted:
         print(f"{args.out}: already prepared")
@@ -412,9 +432,9 @@ def main(argv: list[str] | None = None) -> None:
     jobs = plan(args, split_voices(voices))
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
     records = synthesize_all(jobs, args.jobs)
-    write_corpus(args.out, records)
+    write_corpus(args.out, records, real)
     save_text(json.dumps(wanted, indent=1) + "\n", done)
-    print(summary(records, time.monotonic() - start))
+    print(summary(records, real, time.monotonic() - start))
 
 
 if __name__ == "__main__":
