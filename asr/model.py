@@ -78,10 +78,11 @@ class MultiHeadAttention(nn.Module):
     CPU, and the residual dropout around each layer regularises enough.
 
     `pos` ("rope" or "relative", None for neither) reads the absolute `positions` of the queries
-    and `key_positions` of all keys (both default to 0, 1, ...). A caller that feeds only new
-    tokens and keeps earlier keys (a KV cache) concatenates the cached keys, already rotated,
-    between `project` and `attend`, and passes the true positions. `window` > 0 gives local
-    attention; `mask` must then be a key-padding mask (batch, 1, 1, keys).
+    and `key_positions` of the keys (both default to 0, 1, ...). A caller that feeds only new
+    tokens and keeps earlier keys (a KV cache) projects the new rows with their positions,
+    appends them to the cached (already rotated) keys and values, and calls `attend` with the
+    queries' positions and the positions of all keys. `window` > 0 gives local attention;
+    `mask` must then be a key-padding mask (batch, 1, 1, keys).
     """
 
     def __init__(self, d_model: int, n_head: int, pos: str | None = None, max_distance: int = 16,
@@ -100,23 +101,24 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
                 positions: Tensor | None = None, key_positions: Tensor | None = None) -> Tensor:
         """`mask` broadcasts to (batch, heads, queries, keys); True means "may attend"."""
-        q, k, v = self.project(x, source, positions, key_positions)
+        q = self.queries(x, positions)
+        k, v = self.project(source, key_positions)
         y = self.attend(q, k, v, mask, positions, key_positions)
         return self.out(y.transpose(1, 2).flatten(2))
 
-    def project(self, x: Tensor, source: Tensor, positions: Tensor | None = None,
-                key_positions: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Queries, keys, values as (batch, heads, time, head_dim); rotated for RoPE.
+    def queries(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+        """(batch, heads, time, head_dim), rotated to their `positions` for RoPE."""
+        q = self._split(self.query(x))
+        if self.rotary is None:
+            return q
+        return self.rotary(q, _positions(positions, q.shape[2], x.device))
 
-        The keys computed here are the last ones of `key_positions`.
-        """
-        q, k, v = (self._split(p(t)) for p, t in ((self.query, x), (self.key, source),
-                                                   (self.value, source)))
+    def project(self, source: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Keys and values (batch, heads, time, head_dim); keys rotated to `positions` for RoPE."""
+        k, v = self._split(self.key(source)), self._split(self.value(source))
         if self.rotary is not None:
-            positions = _positions(positions, q.shape[2], x.device)
-            key_positions = _positions(key_positions, k.shape[2], x.device)
-            q, k = self.rotary(q, positions), self.rotary(k, key_positions[-k.shape[2]:])
-        return q, k, v
+            k = self.rotary(k, _positions(positions, k.shape[2], source.device))
+        return k, v
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                positions: Tensor | None = None, key_positions: Tensor | None = None) -> Tensor:
@@ -132,7 +134,7 @@ class MultiHeadAttention(nn.Module):
                           positions: Tensor | None = None,
                           key_positions: Tensor | None = None) -> Tensor:
         """Softmax weights (batch, heads, queries, keys) of full attention, for plots."""
-        q, k, _ = self.project(x, source, positions, key_positions)
+        q, (k, _) = self.queries(x, positions), self.project(source, key_positions)
         if self.relative is not None:
             logits = self.relative.scores(q, k, self._buckets(q, k, positions, key_positions), mask)
         else:

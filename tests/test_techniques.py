@@ -83,9 +83,10 @@ def test_explicit_positions_let_new_queries_use_earlier_keys(pos):
     whole = attn(x, x, causal)
     assert whole.shape == x.shape
     positions = torch.arange(7)
-    _, k_old, v_old = attn.project(x[:, :6], x[:, :6], positions[:6], positions[:6])
-    q, k_new, v_new = attn.project(x[:, 6:], x[:, 6:], positions[6:], positions)
+    k_old, v_old = attn.project(x[:, :6], positions[:6])  # an earlier step, cached
+    k_new, v_new = attn.project(x[:, 6:], positions[6:])
     k, v = torch.cat([k_old, k_new], 2), torch.cat([v_old, v_new], 2)
+    q = attn.queries(x[:, 6:], positions[6:])
     last = attn.out(attn.attend(q, k, v, None, positions[6:], positions).transpose(1, 2).flatten(2))
     assert torch.allclose(last, whole[:, 6:], atol=1e-5)
 
@@ -160,3 +161,23 @@ def test_plots_of_schedules_and_positions(tmp_path):
     plots.plot_posenc(tmp_path / "posenc.png")
     for name in ("lr.png", "posenc.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("norm", "pos", "attention"), [("tfixup", "relative", "local"),
+                                                        ("pre", "rope", "local"),
+                                                        ("post", "relative", "full")])
+def test_padding_does_not_change_outputs(norm, pos, attention):
+    """An utterance scores the same alone or padded inside a longer batch, whatever the option."""
+    model = tiny(norm=norm, pos=pos, attention=attention).eval()
+    torch.manual_seed(1)
+    batch = torch.randn(2, 16000) * 0.1
+    batch[0, 5920:] = 0
+    lengths = torch.tensor([5920, 16000])
+    tokens = torch.tensor([[BOS_ID, 5, 6, 7]] * 2)
+    memory, memory_lengths = model.encode(batch, lengths)
+    alone_memory, alone_lengths = model.encode(batch[:1, :5920], lengths[:1])
+    n = alone_lengths.item()
+    assert torch.allclose(memory[0, :n], alone_memory[0], atol=1e-5)
+    together = model.decoder(tokens, memory, memory_lengths)
+    assert torch.allclose(together[0], model.decoder(tokens[:1], alone_memory, alone_lengths)[0],
+                          atol=1e-5)

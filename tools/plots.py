@@ -109,9 +109,9 @@ def capture_attention(model, wave: torch.Tensor, lengths: torch.Tensor) -> dict:
         return hook
 
     handles = [model.encoder.blocks[-1].attn.register_forward_pre_hook(keep("encoder"),
-                                                                       with_kwargs=True),
-               model.decoder.blocks[-1].cross_attn.register_forward_pre_hook(keep("cross"),
-                                                                             with_kwargs=True)]
+                                                                       with_kwargs=True)]
+    handles += [block.cross_attn.register_forward_pre_hook(keep(f"cross {i + 1}"), with_kwargs=True)
+                for i, block in enumerate(model.decoder.blocks)]
     with torch.no_grad():
         ids = decode(model, wave, lengths, DecodingOptions(beam_size=1))[0]
         memory, memory_lengths = model.encode(wave, lengths)
@@ -133,18 +133,20 @@ def plot_attention(model_dir: Path, audio: Path | None, out: Path) -> None:
         raise SystemExit("error: attention maps need a model with model.attention=full")
     got = capture_attention(model.eval(), wave[None], torch.tensor([len(wave)]))
     pieces = [tokenizer.sp.id_to_piece(i) for i in got["ids"]] + ["<eos>"]
-    fig, axes = plt.subplots(3, 1, figsize=(10, 11),
-                             gridspec_kw={"height_ratios": [1, 1.6, 1.2]})
+    layers = [name for name in got if name.startswith("cross")]
+    fig, axes = plt.subplots(2 + len(layers), 1, figsize=(10, 6 + 3.2 * len(layers)),
+                             gridspec_kw={"height_ratios": [1, 1.6] + [1.2] * len(layers)})
     axes[0].imshow(got["feats"].T, aspect="auto", origin="lower", cmap="magma")
     axes[0].set(title=f"{audio.name}: log-mel spectrogram -> \"{tokenizer.decode(got['ids'])}\"",
                 xlabel="frame (10 ms)", ylabel="mel bin")
     axes[1].imshow(got["encoder"], aspect="auto", origin="lower", cmap="viridis")
     axes[1].set(title="encoder self-attention, last layer, mean of heads",
                 xlabel=f"key position ({model.encoder.stride * 10} ms)", ylabel="query position")
-    axes[2].imshow(got["cross"][: len(pieces)], aspect="auto", cmap="viridis")
-    axes[2].set_yticks(range(len(pieces)), pieces, fontsize=7)
-    axes[2].set(title="decoder cross-attention, last layer, mean of heads",
-                xlabel=f"encoder position ({model.encoder.stride * 10} ms)", ylabel="output token")
+    for ax, name in zip(axes[2:], layers, strict=True):
+        ax.imshow(got[name][: len(pieces)], aspect="auto", cmap="viridis")
+        ax.set_yticks(range(len(pieces)), pieces, fontsize=7)
+        ax.set(title=f"decoder cross-attention, layer {name.split()[1]}, mean of heads",
+               xlabel=f"encoder position ({model.encoder.stride * 10} ms)", ylabel="output token")
     save(fig, out)
 
 
