@@ -209,7 +209,9 @@ class AudioEncoder(nn.Module):
             raise ValueError(f"model.subsampling must be stack, conv2d or none, "
                              f"got {dims.subsampling!r}")
         self.embed = nn.Linear(in_features, dims.d_model)
-        self.scale = math.sqrt(dims.d_model)
+        # Scaled like token embeddings (so the position code does not dominate); T-Fixup sets
+        # this layer's output scale through its initialisation instead.
+        self.scale = math.sqrt(dims.d_model) if dims.norm != "tfixup" else 1.0
         self.drop = nn.Dropout(dims.dropout)
         window = dims.attention_window if dims.attention == "local" else 0
         self.blocks = nn.ModuleList(ResidualAttentionBlock(dims, cross_attention=False, window=window)
@@ -294,17 +296,18 @@ class SpeechTransformer(nn.Module):
         block the value and output projections of attention and both MLP layers are scaled by
         0.67 N_e^-1/4, in each decoder block (self- and cross-attention) by (9 N_d)^-1/4, and
         the input embeddings by (9 N)^-1/4 of their own stack. Our encoder's "embedding" is a
-        linear map of CMVN-normalised frames: it gets N(0, (fan_in * d)^-1/2), which gives its
-        outputs the per-entry scale of a N(0, d^-1/2) token embedding.
+        linear map of CMVN-normalised frames: Xavier, scaled by (9 N_e)^-1/4, and not multiplied
+        by sqrt(d), which gives its outputs the per-entry scale of a scaled N(0, d^-1/2) token
+        embedding times sqrt(d), with weights large enough for Adam's steps. (A first version
+        drew its weights from N(0, (fan_in d)^-1/2): each Adam step of 2e-3 then exceeded the
+        weights themselves and every run diverged.)
         """
         dims = self.dims
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
                 nn.init.zeros_(module.bias)
-        embed = self.encoder.embed.weight
-        nn.init.normal_(embed, std=(embed.shape[1] * dims.d_model) ** -0.5)
-        embed.mul_((9 * dims.n_encoder_layers) ** -0.25)
+        self.encoder.embed.weight.mul_((9 * dims.n_encoder_layers) ** -0.25)
         tokens = self.decoder.token_embedding.weight
         nn.init.normal_(tokens, std=dims.d_model**-0.5).mul_((9 * dims.n_decoder_layers) ** -0.25)
         tokens[PAD_ID] = 0.0
