@@ -84,7 +84,7 @@ def plot_posenc(out: Path) -> None:
     code = sinusoids(2000, 512)
     code = torch.cat([code[:, 0::2], code[:, 1::2]], dim=1)  # sines, then cosines
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    image = ax.imshow(code.T, aspect="auto", cmap="RdBu", origin="lower", interpolation="nearest")
+    image = ax.imshow(code.T.numpy(), aspect="auto", cmap="RdBu", origin="lower", interpolation="nearest")
     ax.set(title="Sinusoidal positional encoding: 2000 positions, d_model 512 (model.pos=sinusoidal)",
            xlabel="position", ylabel="frequency index: sin (0-255), then cos (256-511)")
     fig.colorbar(image, ax=ax)
@@ -136,14 +136,14 @@ def plot_attention(model_dir: Path, audio: Path | None, out: Path) -> None:
     layers = [name for name in got if name.startswith("cross")]
     fig, axes = plt.subplots(2 + len(layers), 1, figsize=(10, 6 + 3.2 * len(layers)),
                              gridspec_kw={"height_ratios": [1, 1.6] + [1.2] * len(layers)})
-    axes[0].imshow(got["feats"].T, aspect="auto", origin="lower", cmap="magma")
+    axes[0].imshow(got["feats"].T.numpy(), aspect="auto", origin="lower", cmap="magma")
     axes[0].set(title=f"{audio.name}: log-mel spectrogram -> \"{tokenizer.decode(got['ids'])}\"",
                 xlabel="frame (10 ms)", ylabel="mel bin")
-    axes[1].imshow(got["encoder"], aspect="auto", origin="lower", cmap="viridis")
+    axes[1].imshow(got["encoder"].numpy(), aspect="auto", origin="lower", cmap="viridis")
     axes[1].set(title="encoder self-attention, last layer, mean of heads",
                 xlabel=f"key position ({model.encoder.stride * 10} ms)", ylabel="query position")
     for ax, name in zip(axes[2:], layers, strict=True):
-        ax.imshow(got[name][: len(pieces)], aspect="auto", cmap="viridis")
+        ax.imshow(got[name][: len(pieces)].numpy(), aspect="auto", cmap="viridis")
         ax.set_yticks(range(len(pieces)), pieces, fontsize=7)
         ax.set(title=f"decoder cross-attention, layer {name.split()[1]}, mean of heads",
                xlabel=f"encoder position ({model.encoder.stride * 10} ms)", ylabel="output token")

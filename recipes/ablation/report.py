@@ -25,7 +25,7 @@ def schedule_name(scheduler) -> str:
 
 def collect(out: Path) -> list[dict]:
     runs = []
-    for run in sorted((out / "runs").iterdir(), key=lambda p: (len(p.name), p.name)):
+    for run in sorted((out / "runs").iterdir()):
         if not (run / "metrics.json").is_file():
             print(f"warning: {run}: no metrics.json (run unfinished?), left out")
             continue
@@ -38,7 +38,8 @@ def collect(out: Path) -> list[dict]:
                      "final_loss": sum(last) / len(last) if last else math.nan,
                      "dev_loss": metrics["epochs"][-1]["dev_loss"],
                      "dev_wer": metrics["epochs"][-1]["dev_wer"], "steps": metrics["steps"]})
-    return runs
+    norms = ["pre", "post", "tfixup"]
+    return sorted(runs, key=lambda r: (r["scheduler"], norms.index(r["norm"]), r["pos"]))
 
 
 def table(runs: list[dict]) -> str:
