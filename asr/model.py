@@ -4,6 +4,10 @@ dimensions -> attention -> residual block -> encoder -> decoder -> model. Featur
 encoder's embeddings: stacked (or conv-subsampled), linearly projected, plus a sinusoidal position
 code. The decoder embeds BPE tokens, attends causally to itself and to the encoder by
 cross-attention, and reads its output through the transposed token embedding.
+
+Options from the training literature (see the seeds and README): `norm` (Pre-LN, Post-LN or
+T-Fixup's initialisation without LayerNorm), `pos` (sinusoidal, or relative/rotary inside
+self-attention: asr/attention.py) and `attention` (full, or local in the encoder).
 """
 
 import math
@@ -13,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from asr.attention import RelativePosition, Rotary, local_attention
 from asr.features import FeatureConfig, FrontEnd
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -32,9 +37,23 @@ class ModelDimensions:
     subsampling: str = "stack"  # "stack" (frame stacking), "conv2d" (4x) or "none"
     stack: int = 3  # frames stacked into one encoder position when subsampling == "stack"
     conv_channels: int = 64
-    norm: str = "pre"  # "pre" (Pre-LN) or "post" (Post-LN)
+    norm: str = "pre"  # "pre" (Pre-LN), "post" (Post-LN) or "tfixup" (no LayerNorm, T-Fixup init)
     ctc_weight: float = 0.3  # joint CTC loss weight; 0 removes the CTC head
     label_smoothing: float = 0.1
+    pos: str = "sinusoidal"  # "sinusoidal" (added to embeddings), "relative" (Shaw) or "rope"
+    max_relative_distance: int = 16  # Shaw et al.'s clipping distance k, for pos == "relative"
+    attention: str = "full"  # encoder self-attention span: "full" or "local"
+    attention_window: int = 16  # local attention: positions seen on each side of a position
+
+    def __post_init__(self) -> None:
+        for name, choices in (("norm", ("pre", "post", "tfixup")),
+                              ("pos", ("sinusoidal", "relative", "rope")),
+                              ("attention", ("full", "local"))):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"model.{name} must be {', '.join(choices[:-1])} or {choices[-1]}, "
+                                 f"got {getattr(self, name)!r}")
+        if self.attention == "local" and self.attention_window < 1:
+            raise ValueError(f"model.attention_window must be >= 1, got {self.attention_window}")
 
 
 def sinusoids(length: int, channels: int, device: torch.device | None = None) -> Tensor:
@@ -57,36 +76,94 @@ class MultiHeadAttention(nn.Module):
 
     No dropout on the attention weights (as in whisper): it would force SDPA's slow path on
     CPU, and the residual dropout around each layer regularises enough.
+
+    `pos` ("rope" or "relative", None for neither) reads the absolute `positions` of the queries
+    and `key_positions` of the keys (both default to 0, 1, ...). A caller that feeds only new
+    tokens and keeps earlier keys (a KV cache) projects the new rows with their positions,
+    appends them to the cached (already rotated) keys and values, and calls `attend` with the
+    queries' positions and the positions of all keys. `window` > 0 gives local attention;
+    `mask` must then be a key-padding mask (batch, 1, 1, keys).
     """
 
-    def __init__(self, d_model: int, n_head: int) -> None:
+    def __init__(self, d_model: int, n_head: int, pos: str | None = None, max_distance: int = 16,
+                 window: int = 0) -> None:
         super().__init__()
         self.n_head = n_head
         self.query = nn.Linear(d_model, d_model)
         self.key = nn.Linear(d_model, d_model)
         self.value = nn.Linear(d_model, d_model)
         self.out = nn.Linear(d_model, d_model)
+        head_dim = d_model // n_head
+        self.rotary = Rotary(head_dim) if pos == "rope" else None
+        self.relative = RelativePosition(head_dim, max_distance) if pos == "relative" else None
+        self.window = window
 
     def forward(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
+                positions: Tensor | None = None, key_positions: Tensor | None = None,
                 cache: "KVCache | None" = None) -> Tensor:
         """`mask` broadcasts to (batch, heads, queries, keys); True means "may attend".
 
-        `source` may hold fewer rows than `x` when several hypotheses of one utterance (beam
-        search) attend to its encoder states: rows of `x` come in equal groups per source row.
+        `positions`/`key_positions` place the rows of `x`/`source` (RoPE, relative; default
+        0, 1, ...). With a `cache`, `source` holds only the new rows and the keys seen so far
+        come from the cache: they sit at positions 0, 1, ... of the sequence. `source` may
+        hold fewer rows than `x` when several hypotheses of one utterance (beam search)
+        attend to its encoder states: rows of `x` come in equal groups per source row.
         """
-        q = self._split(self.query(x))
-        k, v = cache.keys_values(self, source) if cache is not None else self.project(source)
+        q = self.queries(x, positions)
+        if cache is not None:
+            k, v = cache.keys_values(self, source, key_positions)
+            key_positions = None  # the cache holds every key from position 0 on
+        else:
+            k, v = self.project(source, key_positions)
         group = q.shape[0] // k.shape[0]
         if group > 1:  # fold each utterance's hypotheses into its query axis
             q = q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        y = self.attend(q, k, v, mask, positions, key_positions)
         if group > 1:
             y = y.unflatten(2, (group, -1)).transpose(1, 2).flatten(0, 1)
         return self.out(y.transpose(1, 2).flatten(2))
 
-    def project(self, source: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values, (batch, heads, length, head_dim) each."""
-        return self._split(self.key(source)), self._split(self.value(source))
+    def queries(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+        """(batch, heads, time, head_dim), rotated to their `positions` for RoPE."""
+        q = self._split(self.query(x))
+        if self.rotary is None:
+            return q
+        return self.rotary(q, _positions(positions, q.shape[2], x.device))
+
+    def project(self, source: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Keys and values (batch, heads, time, head_dim); keys rotated to `positions` for RoPE."""
+        k, v = self._split(self.key(source)), self._split(self.value(source))
+        if self.rotary is not None:
+            k = self.rotary(k, _positions(positions, k.shape[2], source.device))
+        return k, v
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+               positions: Tensor | None = None, key_positions: Tensor | None = None) -> Tensor:
+        if self.window:
+            padding = mask.reshape(mask.shape[0], -1) if mask is not None \
+                else torch.ones(k.shape[0], k.shape[2], dtype=torch.bool, device=k.device)
+            return local_attention(q, k, v, padding, self.window, self.relative)
+        if self.relative is not None:
+            return self.relative(q, k, v, self._buckets(q, k, positions, key_positions), mask)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def attention_weights(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
+                          positions: Tensor | None = None,
+                          key_positions: Tensor | None = None) -> Tensor:
+        """Softmax weights (batch, heads, queries, keys) of full attention, for plots."""
+        q, (k, _) = self.queries(x, positions), self.project(source, key_positions)
+        if self.relative is not None:
+            logits = self.relative.scores(q, k, self._buckets(q, k, positions, key_positions), mask)
+        else:
+            logits = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+            logits = logits if mask is None else logits.masked_fill(~mask, float("-inf"))
+        return logits.softmax(-1)
+
+    def _buckets(self, q: Tensor, k: Tensor, positions: Tensor | None,
+                 key_positions: Tensor | None) -> Tensor:
+        positions = _positions(positions, q.shape[2], q.device)
+        key_positions = _positions(key_positions, k.shape[2], q.device)
+        return self.relative.bucket(key_positions[None, :] - positions[:, None])
 
     def _split(self, t: Tensor) -> Tensor:
         return t.unflatten(-1, (self.n_head, -1)).transpose(1, 2)
@@ -105,10 +182,11 @@ class KVCache:
         self.k: Tensor | None = None
         self.v: Tensor | None = None
 
-    def keys_values(self, attn: MultiHeadAttention, source: Tensor) -> tuple[Tensor, Tensor]:
+    def keys_values(self, attn: MultiHeadAttention, source: Tensor,
+                    positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if self.k is not None and not self.grows:
             return self.k, self.v
-        k, v = attn.project(source)
+        k, v = attn.project(source, positions)
         if self.k is not None:
             k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
         self.k, self.v = k, v
@@ -138,32 +216,44 @@ class DecoderCache:
             cache.select(rows)
 
 
-class ResidualAttentionBlock(nn.Module):
-    """Self-attention, optional cross-attention, feed-forward; each wrapped Pre-LN or Post-LN."""
+def _positions(given: Tensor | None, length: int, device: torch.device) -> Tensor:
+    return given if given is not None else torch.arange(length, device=device)
 
-    def __init__(self, dims: ModelDimensions, cross_attention: bool) -> None:
+
+
+
+class ResidualAttentionBlock(nn.Module):
+    """Self-attention, optional cross-attention, feed-forward; each wrapped Pre-LN or Post-LN.
+
+    T-Fixup has no LayerNorm: x + layer(x), its stability coming from the initialisation.
+    """
+
+    def __init__(self, dims: ModelDimensions, cross_attention: bool, window: int = 0) -> None:
         super().__init__()
         d = dims.d_model
-        self.pre_norm = dims.norm == "pre"
-        self.attn = MultiHeadAttention(d, dims.n_head)
-        self.attn_ln = nn.LayerNorm(d)
+        self.pre_norm = dims.norm != "post"
+        norm = nn.LayerNorm if dims.norm != "tfixup" else (lambda _: nn.Identity())
+        pos = dims.pos if dims.pos in ("relative", "rope") else None
+        self.attn = MultiHeadAttention(d, dims.n_head, pos, dims.max_relative_distance, window)
+        self.attn_ln = norm(d)
         self.cross_attn = MultiHeadAttention(d, dims.n_head) if cross_attention else None
-        self.cross_attn_ln = nn.LayerNorm(d) if cross_attention else None
+        self.cross_attn_ln = norm(d) if cross_attention else None
         self.mlp = nn.Sequential(nn.Linear(d, dims.d_ff), nn.ReLU(), nn.Linear(dims.d_ff, d))
-        self.mlp_ln = nn.LayerNorm(d)
+        self.mlp_ln = norm(d)
         self.drop = nn.Dropout(dims.dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None, memory: Tensor | None = None,
-                memory_mask: Tensor | None = None,
-                cache: tuple[KVCache, KVCache] | None = None) -> Tensor:
+                memory_mask: Tensor | None = None, positions: Tensor | None = None,
+                cache: "tuple[KVCache, KVCache] | None" = None) -> Tensor:
         self_cache, cross_cache = cache if cache is not None else (None, None)
-        x = self._residual(x, self.attn_ln, lambda h: self.attn(h, h, mask, self_cache))
+        x = self._residual(x, self.attn_ln,
+                           lambda h: self.attn(h, h, mask, positions, positions, self_cache))
         if self.cross_attn is not None:
             x = self._residual(x, self.cross_attn_ln,
                                lambda h: self.cross_attn(h, memory, memory_mask, cross_cache))
         return self._residual(x, self.mlp_ln, self.mlp)
 
-    def _residual(self, x: Tensor, norm: nn.LayerNorm, layer) -> Tensor:
+    def _residual(self, x: Tensor, norm: nn.Module, layer) -> Tensor:
         if self.pre_norm:
             return x + self.drop(layer(norm(x)))
         return norm(x + self.drop(layer(x)))
@@ -187,9 +277,12 @@ class AudioEncoder(nn.Module):
             raise ValueError(f"model.subsampling must be stack, conv2d or none, "
                              f"got {dims.subsampling!r}")
         self.embed = nn.Linear(in_features, dims.d_model)
-        self.scale = math.sqrt(dims.d_model)
+        # Scaled like token embeddings (so the position code does not dominate); T-Fixup sets
+        # this layer's output scale through its initialisation instead.
+        self.scale = math.sqrt(dims.d_model) if dims.norm != "tfixup" else 1.0
         self.drop = nn.Dropout(dims.dropout)
-        self.blocks = nn.ModuleList(ResidualAttentionBlock(dims, cross_attention=False)
+        window = dims.attention_window if dims.attention == "local" else 0
+        self.blocks = nn.ModuleList(ResidualAttentionBlock(dims, cross_attention=False, window=window)
                                     for _ in range(dims.n_encoder_layers))
         self.ln_post = nn.LayerNorm(dims.d_model) if dims.norm == "pre" else nn.Identity()
 
@@ -213,7 +306,9 @@ class AudioEncoder(nn.Module):
             feats = F.pad(feats, (0, 0, 0, 7 - feats.shape[1]))
         x, lengths = self.subsample(feats, lengths)
         x = self.embed(x) * self.scale  # as token embeddings are scaled, so the position
-        x = self.drop(x + sinusoids(x.shape[1], x.shape[2], x.device))  # code does not dominate
+        if self.dims.pos == "sinusoidal":  # code does not dominate
+            x = x + sinusoids(x.shape[1], x.shape[2], x.device)
+        x = self.drop(x)
         mask = padding_mask(lengths, x.shape[1])[:, None, None, :]
         for block in self.blocks:
             x = block(x, mask)
@@ -226,6 +321,7 @@ class TextDecoder(nn.Module):
     def __init__(self, dims: ModelDimensions) -> None:
         super().__init__()
         self.scale = math.sqrt(dims.d_model)
+        self.absolute = dims.pos == "sinusoidal"
         self.token_embedding = nn.Embedding(dims.n_vocab, dims.d_model, padding_idx=PAD_ID)
         nn.init.normal_(self.token_embedding.weight, std=dims.d_model**-0.5)
         self.drop = nn.Dropout(dims.dropout)
@@ -242,14 +338,17 @@ class TextDecoder(nn.Module):
         """
         offset = cache.offset if cache is not None else 0
         length = tokens.shape[1]
+        positions = torch.arange(offset, offset + length, device=tokens.device)
         x = self.token_embedding(tokens) * self.scale
-        x = self.drop(x + sinusoids(offset + length, x.shape[-1], x.device)[offset:])
+        if self.absolute:
+            x = x + sinusoids(offset + length, x.shape[-1], x.device)[offset:]
+        x = self.drop(x)
         causal = None if length == 1 else torch.ones(  # one new token may see all before it
             length, offset + length, dtype=torch.bool, device=x.device).tril(offset)
         memory_mask = padding_mask(memory_lengths, memory.shape[1])[:, None, None, :]
         for i, block in enumerate(self.blocks):
             layer_cache = (cache.self_attn[i], cache.cross_attn[i]) if cache is not None else None
-            x = block(x, causal, memory, memory_mask, layer_cache)
+            x = block(x, causal, memory, memory_mask, positions, layer_cache)
         if cache is not None:
             cache.offset += length
         return self.ln(x) @ self.token_embedding.weight.T
@@ -265,6 +364,41 @@ class SpeechTransformer(nn.Module):
         self.encoder = AudioEncoder(dims)
         self.decoder = TextDecoder(dims)
         self.ctc = nn.Linear(dims.d_model, dims.n_vocab) if dims.ctc_weight > 0 else None
+        if dims.norm == "tfixup":
+            self._tfixup_init()
+
+    @torch.no_grad()
+    def _tfixup_init(self) -> None:
+        """Huang et al. 2020 (T-Fixup), after their reference code (layer6ai-labs/T-Fixup).
+
+        Xavier for every linear layer; Gaussian N(0, d^-1/2) token embeddings; in each encoder
+        block the value and output projections of attention and both MLP layers are scaled by
+        0.67 N_e^-1/4, in each decoder block (self- and cross-attention) by (9 N_d)^-1/4, and
+        the input embeddings by (9 N)^-1/4 of their own stack. Our encoder's "embedding" is a
+        linear map of CMVN-normalised frames: Xavier, scaled by (9 N_e)^-1/4, and not multiplied
+        by sqrt(d), which gives its outputs the per-entry scale of a scaled N(0, d^-1/2) token
+        embedding times sqrt(d), with weights large enough for Adam's steps. (A first version
+        drew its weights from N(0, (fan_in d)^-1/2): each Adam step of 2e-3 then exceeded the
+        weights themselves and every run diverged.)
+        """
+        dims = self.dims
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+        self.encoder.embed.weight.mul_((9 * dims.n_encoder_layers) ** -0.25)
+        tokens = self.decoder.token_embedding.weight
+        nn.init.normal_(tokens, std=dims.d_model**-0.5).mul_((9 * dims.n_decoder_layers) ** -0.25)
+        tokens[PAD_ID] = 0.0
+        for blocks, scale in ((self.encoder.blocks, 0.67 * dims.n_encoder_layers**-0.25),
+                              (self.decoder.blocks, (9 * dims.n_decoder_layers) ** -0.25)):
+            for block in blocks:
+                for attn in (block.attn, block.cross_attn):
+                    if attn is not None:
+                        attn.value.weight.mul_(scale)
+                        attn.out.weight.mul_(scale)
+                block.mlp[0].weight.mul_(scale)
+                block.mlp[2].weight.mul_(scale)
 
     def encode(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Waveforms (batch, samples) -> encoder states and their lengths."""

@@ -68,6 +68,7 @@ class TrainState:
     epoch_bad_steps: int = 0  # non-finite loss or gradients: step skipped
     epoch_bad_audio: int = 0  # unusable audio files left out (data.on_error=skip)
     bad_streak: int = 0  # consecutive skipped steps, bounded by trainer.max_bad_steps
+    loss_curve: list[dict] = field(default_factory=list)  # mean train loss every trainer.log_every steps
 
 
 class Trainer:
@@ -98,7 +99,14 @@ class Trainer:
             cfg.model.n_input = cfg.features.n_mels if cfg.features.kind == "fbank" \
                 else cfg.features.n_mfcc
         self.model: SpeechTransformer = build_model(cfg).to(self.device)
+        self.loader_rng = torch.Generator()  # keeps DataLoader seeding off the global RNG
+        self.train_loader = self._loader(self.train_utts, shuffle=True)
+        self.dev_loader = self._loader(self.dev_utts, shuffle=False)
         self.optimizer = instantiate(cfg.optim, params=self.model.parameters())
+        if "total_steps" in cfg.scheduler and cfg.scheduler.total_steps is None:
+            with open_dict(cfg):  # schedules that decay to an end (cosine) need to know it
+                cfg.scheduler.total_steps = cfg.trainer.max_steps or \
+                    cfg.trainer.max_epochs * len(self.train_loader)
         self.scheduler = instantiate(cfg.scheduler, optimizer=self.optimizer)
         self.state = TrainState()
         self.resumed = resuming
@@ -109,9 +117,6 @@ class Trainer:
         else:
             self._set_cmvn()
         self.state.skipped_lines = self.skipped_lines
-        self.loader_rng = torch.Generator()  # keeps DataLoader seeding off the global RNG
-        self.train_loader = self._loader(self.train_utts, shuffle=True)
-        self.dev_loader = self._loader(self.dev_utts, shuffle=False)
 
     def _tokenizer(self, resuming: bool) -> Tokenizer:
         if resuming:
@@ -191,6 +196,7 @@ class Trainer:
                    initial=state.epoch_batches, leave=False,
                    disable=not (self.is_main and self.cfg.trainer.progress))
         last = time.perf_counter()
+        window: list[float] = []  # losses since the last point of the loss curve
         for batch in bar:
             loss = self.train_step(batch) if self._usable(batch) else None
             if loss is not None:
@@ -199,6 +205,10 @@ class Trainer:
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
                 state.audio_seconds += batch["lengths"].sum().item() / \
                     self.cfg.features.sample_rate
+            window.append(math.nan if loss is None else loss)
+            if loss is not None and state.step % self.cfg.trainer.log_every == 0:
+                self._log_steps(window)
+                window = []
             state.epoch_batches += 1
             now = time.perf_counter()
             state.train_seconds, last = state.train_seconds + now - last, now
@@ -206,6 +216,11 @@ class Trainer:
                 self.save_checkpoint()
             if self._out_of_steps():
                 break
+
+    def _log_steps(self, losses: list[float]) -> None:
+        """A point of the training-loss curve: the mean over the last steps (NaN if one was)."""
+        self.state.loss_curve.append({"step": self.state.step, "train_loss": sum(losses) / len(losses),
+                                 "lr": self.scheduler.get_last_lr()[0]})
 
     def train_step(self, batch: dict[str, torch.Tensor]) -> float | None:
         """One optimiser step; returns the loss, or None if the loss or gradients were not
@@ -297,7 +312,8 @@ class Trainer:
             save_model_dir(self.out_dir, self.model, self.tokenizer, self.cfg)
         self.save_checkpoint()
         save_metrics(self.out_dir, {"best_dev_wer": state.best_wer, "steps": state.step,
-                                    "audio_sec_per_sec": rate, "epochs": state.history})
+                                    "audio_sec_per_sec": rate, "epochs": state.history,
+                                    "loss_curve": state.loss_curve})
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)

@@ -60,8 +60,10 @@ def test_cache_gives_the_same_hypotheses_on_a_trained_model(overfit_model):
             assert [tokenizer.decode(ids) for ids in cached] == texts
 
 
-def test_cached_decoder_logits_match_the_full_pass():
-    model = make_model()
+@pytest.mark.parametrize("pos", ["sinusoidal", "rope", "relative"])
+def test_cached_decoder_logits_match_the_full_pass(pos):
+    """With every position encoding: the cache places new tokens at their true offset."""
+    model = make_model(pos=pos)
     from asr.model import DecoderCache
     memory, lengths = model.encode(*waves(0.5, 0.8))
     tokens = torch.tensor([[BOS_ID, 10, 11, 12, 13], [BOS_ID, 7, 7, 30, 4]])
