@@ -3,8 +3,9 @@
     python tools/bench_inference.py prepare --out data/bench          # speaker-split manifests
     python -m asr.train data.train_manifest=data/bench/train.jsonl \\
         data.dev_manifest=data/bench/dev.jsonl trainer.out_dir=exp/bench ...
-    python tools/bench_inference.py run --model ours=exp/bench \\
+    python tools/bench_inference.py --threads 2 --json OUT.json run --model ours=exp/bench \\
         --task digits=data/bench/test_digits.jsonl --task words=data/bench/test_words.jsonl
+    (common options such as --threads and --json go before the sub-command)
 
 Contenders, on the same 16 kHz waveforms (FSDD's 8 kHz digits are resampled, as our front end
 does): pocketsphinx's bundled US English model with its default trigram LM, the same model
