@@ -1,0 +1,106 @@
+"""Each benchmark in tools/ runs one tiny iteration end to end, so they keep working.
+
+Benchmarks print figures and never fail on speed: these tests check that they run, that their
+JSON holds what their tables claim (equal sizes, shares that add up, values that agree), and
+that the inference split never tests on a training speaker. Peer rows (SpeechBrain,
+pocketsphinx) are checked when the peer is installed and skipped by the benchmark otherwise.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, require_shared
+
+HAVE = {name: importlib.util.find_spec(name) is not None for name in ("speechbrain", "pocketsphinx")}
+
+
+def bench(tmp_path: Path, script: str, *args: str) -> tuple[str, dict]:
+    """Run tools/<script>.py with one thread and one round; returns stdout and its JSON."""
+    require_shared()
+    out = tmp_path / f"{script}.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / f"{script}.py"), "--threads", "1", "--rounds", "1",
+         "--json", str(out), *args], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout, json.loads(out.read_text())
+
+
+def test_training_contenders_have_equal_size(tmp_path):
+    stdout, result = bench(tmp_path, "bench_training", "--batches", "1", "--pool", "6",
+                           "model=tiny")
+    models = result["models"]
+    expected = {"ours (asr.model)", "torch.nn.Transformer"} | (
+        {"SpeechBrain TransformerASR"} if HAVE["speechbrain"] else set())
+    assert set(models) == expected
+    assert len({m["parameters"] for m in models.values()}) == 1
+    assert all(m["steps_per_s"] > 0 and 0 < m["mean_loss_per_round"][0] < 50
+               for m in models.values())
+    assert "| ours (asr.model) |" in stdout
+
+
+def test_efficiency_shares_add_up(tmp_path):
+    _, result = bench(tmp_path, "bench_efficiency", "--batches", "1", "--pool", "6",
+                      "--peak-size", "256", "model=tiny")
+    assert result["useful_flops_per_step"] <= result["flops_per_step"]
+    assert 0 <= result["padding_flop_share"] < 1
+    assert 0 < result["efficiency"] and result["peak_flops_per_s"] > 0
+    phases = result["phases_seconds_per_round"]
+    assert all(v >= 0 for v in phases.values()) and phases["backward"] > 0
+
+
+def test_bucketing_never_pads_more_than_random_batches(tmp_path):
+    _, result = bench(tmp_path, "bench_data", "--pool", "3", "model=tiny")
+    batchings = result["batchings"]
+    buckets = batchings["duration buckets (DurationBatchSampler)"]
+    assert buckets["padding_waste"] <= batchings["random batches"]["padding_waste"]
+    assert all(b["audio_s_per_s"] > 0 for b in batchings.values())
+
+
+def test_front_end_equals_librosa(tmp_path):
+    _, result = bench(tmp_path, "bench_features", "--clips", "1")
+    assert result["fbank"]["clips"] == 3
+    assert result["fbank"]["max_abs_difference"] < 1e-2
+    assert result["mfcc"]["max_abs_difference"] < 1e-2
+
+
+def test_inference_split_and_scores(tmp_path, overfit_model):
+    from asr.data import read_manifest
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from bench_common import speaker_of
+
+    require_shared()
+    model_dir, _, _ = overfit_model
+    out = tmp_path / "manifests"
+    subprocess.run([sys.executable, str(ROOT / "tools" / "bench_inference.py"), "prepare",
+                    "--out", str(out)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    speakers = {name: {speaker_of(Path(u.audio_filepath))
+                       for u in read_manifest(out / f"{name}.jsonl")}
+                for name in ("train", "dev", "test_digits", "test_words")}
+    for test in ("test_digits", "test_words"):
+        assert speakers[test] and not speakers[test] & (speakers["train"] | speakers["dev"])
+    _, result = bench(tmp_path, "bench_inference", "run", "--model", f"tiny={model_dir}",
+                      "--task", f"words={out / 'test_words.jsonl'}", "--limit", "1")
+    systems = result["tasks"]["words"]["systems"]
+    expected = {"tiny greedy", "tiny beam 5"} | (
+        {"pocketsphinx (default LM)", "pocketsphinx (JSGF grammar)"} if HAVE["pocketsphinx"]
+        else set())
+    assert set(systems) == expected
+    assert all(s["utterances"] == 1 and s["wer"] >= 0 and s["rtf_total"] > 0
+               for s in systems.values())
+
+
+def test_missing_data_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_inference.py"), "--data",
+                           str(tmp_path), "prepare", "--out", str(tmp_path / "m")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {tmp_path}: real speech not found (pass --data DIR)"]
