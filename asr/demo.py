@@ -63,13 +63,19 @@ class Console:
     """Prints whole lines from the main loop and from timer threads without interleaving."""
 
     def __init__(self, write: Callable[[str], None] | None = None) -> None:
+        """`write` takes every line, errors included; by default stdout (errors: stderr)."""
         self._write = write or (lambda line: print(line, flush=True))
+        self._error = write or (lambda line: print(line, file=sys.stderr, flush=True))
         self._lock = threading.Lock()
 
     def __call__(self, *lines: str) -> None:
         with self._lock:
             for line in lines:
                 self._write(line)
+
+    def error(self, line: str) -> None:
+        with self._lock:
+            self._error(line)
 
 
 class VoiceDemo:
@@ -79,6 +85,7 @@ class VoiceDemo:
                  vad: VADConfig, sample_rate: int, console: Console) -> None:
         self.transcriber, self.parser, self.assistant = transcriber, parser, assistant
         self.vad, self.sample_rate, self.console = vad, sample_rate, console
+        Endpointer(sample_rate, vad)  # a bad VAD setting fails here, before any audio
 
     def run(self, blocks: Iterable[Block]) -> list[Turn]:
         """Listen until the blocks end; act on each utterance as soon as it is over."""
@@ -229,8 +236,8 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
     console = console or Console()
     try:
         cfg = load_config(args.overrides + (["realtime=true"] if args.realtime else []))
+        blocks = blocks_for(args.input, cfg, stdin or sys.stdin.buffer)  # no audio: fail fast
         demo = build(cfg, console)
-        blocks = blocks_for(args.input, cfg, stdin or sys.stdin.buffer)
         home = demo.assistant.home
         console(f"model {cfg.model_dir} on {demo.transcriber.device}; files from {home}; "
                 f"launching {'on' if cfg.actions.launch else 'off'}; "
@@ -238,7 +245,7 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
         turns = demo.run(blocks)
     except (DemoError, AudioError, ModelDirError, HydraException, OmegaConfBaseException,
             ValueError) as err:
-        console(f"error: {err}".splitlines()[0])
+        console.error(f"error: {err}".splitlines()[0])
         return 1
     except KeyboardInterrupt:
         console("stopped")
