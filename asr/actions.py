@@ -16,6 +16,7 @@ import datetime as dt
 import os
 import subprocess
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,7 +256,8 @@ class Assistant:
             return str(err)
         if not log.is_file():
             return f"No program log at {log}."
-        lines = log.read_text(errors="replace").splitlines()
+        with log.open(errors="replace") as f:
+            lines = deque(f, maxlen=1)  # the last line, in bounded memory
         written = dt.datetime.fromtimestamp(log.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
         last = lines[-1].strip() if lines else "(empty)"
         return f"{log.name}, last written {written}, ends with: {last}"

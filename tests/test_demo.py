@@ -202,7 +202,11 @@ def test_hostile_speech_runs_nothing_and_reads_only_home(command_model, home, tm
         for text in HOSTILE:  # and as text, whatever the recogniser would have made of it
             intent = demo.parser.parse(text)
             assert not intent.understood
+        listed = demo.assistant.act("show_files", {"kind": "photos"})
     assert len(turns) == 3
+    # The recording works: the listing just made walked the home folder, and nothing else.
+    assert listed == f"1 photo in {home}: 1. Pictures/beach.jpg"
+    assert home.resolve() in touched_paths(events)
     assert [e for e in events if e[0].startswith(_SPAWN + ("exec", "compile"))] == []
     outside = [p for p in touched_paths(events) if not p.is_relative_to(home.resolve())]
     assert outside == []
