@@ -167,7 +167,7 @@ def _audit(event: str, args: tuple) -> None:
 @pytest.fixture(scope="module")
 def audit():
     """Records what the process opens, lists, compiles or spawns (PEP 578 audit hooks)."""
-    sys.addaudithook(_audit)  # hooks cannot be removed: it records only inside `recording`
+    sys.addaudithook(_audit)  # hooks cannot be removed: this one records only inside `with audit()`
 
     class Recording:
         def __enter__(self) -> list[tuple[str, tuple]]:
