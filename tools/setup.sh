@@ -11,6 +11,7 @@ command -v flite >/dev/null || missing+=(flite)
 command -v text2wave >/dev/null || missing+=(festival festvox-kallpc16k)
 [ -d /usr/share/festival/voices/english/ked_diphone ] || missing+=(festvox-kdlpc16k)
 [ -d /usr/share/festival/voices/us/cmu_us_slt_arctic_hts ] || missing+=(festvox-us-slt-hts)
+compgen -G '/usr/lib/*/libportaudio.so.2' >/dev/null || missing+=(libportaudio2)  # asr-demo's microphone
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -1,0 +1,260 @@
+"""The voice-command demo: speak to the computer and it obeys.
+
+    asr-demo                                      # listen to the default microphone
+    asr-demo --input commands.wav                 # a WAV/FLAC file, through the same path
+    arecord -q -f S16_LE -r 16000 -c 1 | asr-demo --input -    # raw 16-bit mono PCM on stdin
+    asr-demo model_dir=exp/mine vad.aggressiveness=3 actions.home=/data/me   # conf/demo.yaml
+
+Audio arrives in blocks of `block_ms`, from the microphone's callback or sliced from the input
+file, and every block takes one path: the VAD endpointer (asr/vad.py) decides where each
+utterance ends, the model transcribes it (asr/transcriber.py), the intent parser
+(asr/intents.py) maps the text to a command of the grammar, and the assistant
+(asr/actions.py) carries it out. For each utterance the demo prints what it heard, the
+intent, the result and the latency from the end of speech to the result: the endpointer's
+wait for trailing silence plus recognition and action.
+"""
+
+import argparse
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Queue
+from typing import BinaryIO
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from asr.actions import ActionsConfig, Assistant
+from asr.audio import AudioError, load_audio, resample
+from asr.checkpoint import ModelDirError
+from asr.intents import Intent, IntentParser
+from asr.transcriber import Transcriber
+from asr.vad import Endpointer, Utterance, VADConfig
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+Block = tuple[np.ndarray, float]  # samples and the time.monotonic() at which they were heard
+
+
+class DemoError(RuntimeError):
+    """A problem the user can fix (no microphone, bad input); printed as one line."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One utterance and what came of it."""
+
+    start: float  # seconds into the stream
+    end: float
+    text: str
+    intent: Intent
+    result: str
+    latency: float  # seconds from the end of speech to the result
+    wait: float  # of which: waiting for the trailing silence that ends the utterance
+
+
+class Console:
+    """Prints whole lines from the main loop and from timer threads without interleaving."""
+
+    def __init__(self, write: Callable[[str], None] | None = None) -> None:
+        """`write` takes every line, errors included; by default stdout (errors: stderr)."""
+        self._write = write or (lambda line: print(line, flush=True))
+        self._error = write or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._lock = threading.Lock()
+
+    def __call__(self, *lines: str) -> None:
+        with self._lock:
+            for line in lines:
+                self._write(line)
+
+    def error(self, line: str) -> None:
+        with self._lock:
+            self._error(line)
+
+
+class VoiceDemo:
+    """Blocks of audio in, actions out; the same object serves the microphone and files."""
+
+    def __init__(self, transcriber: Transcriber, parser: IntentParser, assistant: Assistant,
+                 vad: VADConfig, sample_rate: int, console: Console) -> None:
+        self.transcriber, self.parser, self.assistant = transcriber, parser, assistant
+        self.vad, self.sample_rate, self.console = vad, sample_rate, console
+        Endpointer(sample_rate, vad)  # a bad VAD setting fails here, before any audio
+
+    def run(self, blocks: Iterable[Block]) -> list[Turn]:
+        """Listen until the blocks end; act on each utterance as soon as it is over."""
+        endpointer = Endpointer(self.sample_rate, self.vad)
+        turns, heard, received = [], 0, time.monotonic()
+        for samples, received in blocks:
+            heard += len(samples)
+            for utterance in endpointer.feed(samples):
+                turns.append(self.handle(utterance, heard, received))
+        for utterance in endpointer.flush():
+            turns.append(self.handle(utterance, heard, received))
+        return turns
+
+    def handle(self, utterance: Utterance, heard: int, received: float) -> Turn:
+        """Transcribe, understand, act and report. `heard` samples had arrived by `received`."""
+        wave = resample(torch.from_numpy(utterance.samples), self.sample_rate,
+                        self.transcriber.sample_rate)
+        text = self.transcriber.transcribe_waves([wave])[0]
+        intent = self.parser.parse(text)
+        if intent.understood:
+            result = self.assistant.act(intent.name, intent.slots)
+        else:
+            result = f"Sorry, I did not understand: {intent.text}"
+        # Speech ended `pad_ms` before the utterance's end (the endpointer keeps that much
+        # trailing context); the samples after it were heard before `received`.
+        speech_end = max(utterance.start, utterance.end - self.vad.pad_ms / 1000)
+        wait = heard / self.sample_rate - speech_end
+        latency = wait + time.monotonic() - received
+        turn = Turn(utterance.start, utterance.end, text, intent, result, latency, wait)
+        self.console(*report(turn, self.parser.threshold))
+        return turn
+
+
+def report(turn: Turn, threshold: float) -> list[str]:
+    """The lines printed for one utterance."""
+    intent = turn.intent
+    if intent.understood:
+        meaning = f"{intent.describe()} (confidence {intent.confidence:.2f})"
+    elif intent.command:
+        meaning = (f"none (closest: \"{intent.command}\", confidence {intent.confidence:.2f} "
+                   f"< {threshold:.2f})")
+    else:
+        meaning = "none (nothing was recognised)"
+    return [f"[{turn.start:.2f}-{turn.end:.2f} s] heard: \"{turn.text}\"",
+            f"  intent: {meaning}",
+            f"  action: {turn.result}",
+            f"  latency: {turn.latency:.2f} s ({turn.wait:.2f} s waiting for the end of speech, "
+            f"{turn.latency - turn.wait:.2f} s recognition and action)"]
+
+
+# ---------------------------------------------------------------------------- audio sources
+
+
+def file_blocks(path: str | Path, sample_rate: int, block: int, realtime: bool = False
+                ) -> Iterator[Block]:
+    """A file in blocks of `block` samples, as if a microphone delivered them.
+
+    The file is read (and checked) at once. `realtime` paces the blocks at the speed of real
+    time; otherwise they come as fast as the demo takes them, and the latency reported is the
+    same, since the wait for the end of speech is counted in stream time.
+    """
+    return _paced(load_audio(path, sample_rate).numpy(), sample_rate, block, realtime)
+
+
+def _paced(wave: np.ndarray, sample_rate: int, block: int, realtime: bool) -> Iterator[Block]:
+    started = time.monotonic()
+    for start in range(0, len(wave), block):
+        if realtime:
+            time.sleep(max(0.0, started + (start + block) / sample_rate - time.monotonic()))
+        yield wave[start:start + block], time.monotonic()
+
+
+def pcm_blocks(stream: BinaryIO, block: int) -> Iterator[Block]:
+    """Raw 16-bit little-endian mono PCM (e.g. `arecord -f S16_LE`) in blocks of `block`."""
+    while data := stream.read(2 * block):
+        whole = len(data) // 2 * 2  # a stream that ends mid-sample loses that half sample
+        yield np.frombuffer(data[:whole], "<i2").astype(np.float32) / 32768, time.monotonic()
+
+
+def microphone_blocks(sample_rate: int, block: int, device: str | int | None) -> Iterator[Block]:
+    """Blocks from a sounddevice input stream; checks for PortAudio and a microphone first."""
+    try:
+        import sounddevice as sd
+    except ImportError:
+        raise DemoError("live mode needs the sounddevice package: pip install 'asr[mic]' "
+                        "(or use --input FILE.wav)") from None
+    except OSError as err:  # sounddevice is there, the PortAudio library is not
+        raise DemoError(f"live mode needs PortAudio ({err}): apt-get install libportaudio2 "
+                        "(or use --input FILE.wav)") from None
+    try:
+        sd.check_input_settings(device=device, channels=1, samplerate=sample_rate,
+                                dtype="float32")
+    except (sd.PortAudioError, ValueError) as err:
+        problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DemoError(f"no usable microphone: {problem} (use --input FILE.wav instead)") \
+            from None
+    return _listen(sd, sample_rate, block, device)
+
+
+def _listen(sd, sample_rate: int, block: int, device: str | int | None) -> Iterator[Block]:
+    queue: Queue[Block] = Queue()
+
+    def callback(indata: np.ndarray, frames: int, time_info, status) -> None:
+        queue.put((indata[:, 0].copy(), time.monotonic()))
+
+    with sd.InputStream(samplerate=sample_rate, blocksize=block, device=device, channels=1,
+                        dtype="float32", callback=callback):
+        while True:
+            yield queue.get()
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def load_config(overrides: list[str]) -> DictConfig:
+    """conf/demo.yaml with Hydra overrides (`key=value`, `vad.aggressiveness=3`, ...)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("demo", overrides=overrides)
+
+
+def build(cfg: DictConfig, console: Console) -> VoiceDemo:
+    """The demo's parts from its config; the model is loaded here (the slow part)."""
+    transcriber = Transcriber.from_pretrained(cfg.model_dir, device=cfg.device)
+    actions = ActionsConfig(**OmegaConf.to_container(cfg.actions, resolve=True))
+    assistant = Assistant(actions, announce=lambda line: console(f"** {line}"))
+    return VoiceDemo(transcriber, IntentParser(**cfg.intents), assistant,
+                     VADConfig(**cfg.vad), cfg.sample_rate, console)
+
+
+def blocks_for(source: str | None, cfg: DictConfig, stdin: BinaryIO) -> Iterator[Block]:
+    block = cfg.sample_rate * cfg.block_ms // 1000
+    if source is None:
+        return microphone_blocks(cfg.sample_rate, block, cfg.microphone)
+    if source == "-":
+        return pcm_blocks(stdin, block)
+    return file_blocks(source, cfg.sample_rate, block, cfg.realtime)
+
+
+def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
+         console: Console | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--input", metavar="FILE", help="a WAV/FLAC file, or - for raw 16-bit "
+                        "mono PCM on stdin at sample_rate; without it, the microphone")
+    parser.add_argument("--realtime", action="store_true",
+                        help="feed --input at the pace of real time (realtime=true)")
+    parser.add_argument("overrides", nargs="*", help="config overrides, e.g. vad.aggressiveness=3")
+    args = parser.parse_args(argv)
+    console = console or Console()
+    try:
+        cfg = load_config(args.overrides + (["realtime=true"] if args.realtime else []))
+        blocks = blocks_for(args.input, cfg, stdin or sys.stdin.buffer)  # no audio: fail fast
+        demo = build(cfg, console)
+        home = demo.assistant.home
+        console(f"model {cfg.model_dir} on {demo.transcriber.device}; files from {home}; "
+                f"launching {'on' if cfg.actions.launch else 'off'}; "
+                f"{'listening to ' + args.input if args.input else 'listening (Ctrl-C stops)'}")
+        turns = demo.run(blocks)
+    except (DemoError, AudioError, ModelDirError, HydraException, OmegaConfBaseException,
+            ValueError) as err:
+        console.error(f"error: {err}".splitlines()[0])
+        return 1
+    except KeyboardInterrupt:
+        console("stopped")
+        return 0
+    timers = demo.assistant.running_timers()
+    console(f"end of input: {len(turns)} utterances"
+            + (f"; timers still running stop with the demo: {', '.join(timers)}" if timers else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

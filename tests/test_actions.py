@@ -1,0 +1,159 @@
+"""The demo's actions: the home-folder sandbox, status checks, timers and simulated devices."""
+
+import datetime as dt
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from asr.actions import ActionsConfig, Assistant, SandboxError, inside_home, list_files, running_processes
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A home folder with a few files of each kind, a hidden one, and links pointing out."""
+    home = tmp_path / "home"
+    for name in ("Pictures/beach.jpg", "Pictures/trips/alps.PNG", "Music/song.mp3",
+                 "Downloads/paper.pdf", "notes.txt", "clip.mp4", ".secret.jpg"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(name)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "private.jpg").write_text("not yours")
+    (home / "link-out").symlink_to(outside)
+    (home / "Pictures" / "stolen.jpg").symlink_to(outside / "private.jpg")
+    # Ages from the last midnight, so "yesterday" means the same at any time of day.
+    midnight = dt.datetime.now().replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    for name, age_h in (("Pictures/trips/alps.PNG", 12), ("notes.txt", 60),
+                        ("Music/song.mp3", 24 * 30)):
+        os.utime(home / name, (midnight - 3600 * age_h, midnight - 3600 * age_h))
+    return home
+
+
+def assistant(home: Path, announced: list[str] | None = None, **config) -> Assistant:
+    announce = announced.append if announced is not None else print
+    return Assistant(ActionsConfig(home=str(home), **config), announce)
+
+
+def names(paths: list[Path], home: Path) -> list[str]:
+    return [str(p.relative_to(home)) for p in paths]
+
+
+def test_files_by_kind_stay_inside_home(home):
+    assert names(list_files(home, "photos"), home) == ["Pictures/beach.jpg", "Pictures/trips/alps.PNG"]
+    assert names(list_files(home, "music"), home) == ["Music/song.mp3"]
+    assert names(list_files(home, "videos"), home) == ["clip.mp4"]
+    assert names(list_files(home, "documents"), home) == ["Downloads/paper.pdf", "notes.txt"]
+    assert sorted(names(list_files(home, "directories"), home)) == [
+        "Downloads", "Music", "Pictures", "Pictures/trips"]
+    assert len(list_files(home, "files")) == 6  # not the hidden file, not the links
+
+
+def test_paths_outside_home_are_refused(home, tmp_path):
+    for folder in ("/etc", "..", "../outside", "link-out", "Pictures/../../outside"):
+        with pytest.raises(SandboxError, match="outside the home folder"):
+            list_files(home, "files", folder)
+    with pytest.raises(SandboxError):
+        inside_home(home, "/etc/passwd")
+    assert inside_home(home, "Pictures/../notes.txt") == (home / "notes.txt").resolve()
+
+
+def test_show_find_scroll_pick_and_go_back(home):
+    a = assistant(home, page_size=1)
+    assert a.act("show_files", {"kind": "photos"}) == (
+        f"2 photos in {home}: 1. Pictures/beach.jpg (scroll down for 1 more)")
+    assert a.act("scroll", {"direction": "down"}) == f"2 photos in {home}: 2. Pictures/trips/alps.PNG"
+    assert a.act("digit", {"digit": "two"}) == f"Item 2: {home / 'Pictures/trips/alps.PNG'}"
+    assert a.act("digit", {"digit": "seven"}) == "There is no item 7."
+    assert a.act("find_files", {"kind": "files", "when": "from yesterday"}) == (
+        f"1 file from yesterday in {home}: 1. Pictures/trips/alps.PNG")
+    assert a.act("find_files", {"kind": "photos", "when": "from today"}) == (
+        f"1 photo from today in {home}: 1. Pictures/beach.jpg")
+    assert a.act("find_files", {"kind": "files", "when": "from last week"}).startswith(
+        f"5 files from last week in {home}")
+    assert a.act("show_files", {"kind": "downloads"}) == (
+        f"1 download in {home / 'Downloads'}: 1. Downloads/paper.pdf")
+    assert a.act("go_back", {}).startswith(f"Back to 5 files from last week in {home}")
+
+
+def test_battery_from_a_power_supply_tree(home, tmp_path):
+    supply = tmp_path / "power_supply"
+    for name, kind, capacity, status in (("AC", "Mains", None, None),
+                                         ("BAT0", "Battery", "7", "Discharging")):
+        (supply / name).mkdir(parents=True)
+        (supply / name / "type").write_text(kind + "\n")
+        if capacity:
+            (supply / name / "capacity").write_text(capacity + "\n")
+            (supply / name / "status").write_text(status + "\n")
+    a = assistant(home, power_supply=str(supply))
+    assert a.act("check_status", {"thing": "battery"}) == "BAT0 has run down: 7%, discharging."
+    (supply / "BAT0" / "capacity").write_text("80\n")
+    assert a.act("check_log", {"thing": "battery"}).startswith("BAT0 has not run down: 80%")
+    none = assistant(home, power_supply=str(tmp_path / "missing"))
+    assert none.act("check_status", {"thing": "battery"}) == (
+        f"No battery found (nothing reports one under {tmp_path / 'missing'}).")
+
+
+def test_program_check_looks_at_real_processes(home):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert assistant(home, program="sleep").act("check_status", {"thing": "program"}) \
+            .startswith("sleep is running (pid ")
+        assert sleeper.pid in running_processes("sleep")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert sleeper.pid not in running_processes("sleep")
+    assert assistant(home, program="no-such-program-xyz").act(
+        "check_status", {"thing": "program"}) == "No process called no-such-program-xyz is running."
+
+
+def test_program_log_is_read_only_inside_home(home):
+    (home / "program.log").write_text("started\nfinished ok\n")
+    assert assistant(home).act("check_log", {"thing": "program"}).endswith("ends with: finished ok")
+    assert assistant(home, program_log="../outside/private.jpg").act(
+        "check_log", {"thing": "program"}).endswith("outside the home folder "
+                                                     f"{home.resolve()}; refused")
+
+
+def test_timers_count_down_in_the_background_and_cancel(home):
+    announced: list[str] = []
+    a = assistant(home, announced)
+    assert a.act("timer", {"amount": "one", "unit": "second"}).startswith(
+        "Timer set for one second; it rings at ")
+    a.act("timer", {"amount": "two", "unit": "seconds"})
+    assert a.running_timers() == ["one second", "two seconds"]
+    assert a.act("cancel", {}) == "Cancelled the timer for two seconds."
+    assert announced == []  # nothing rings at once: the count-down is real
+    deadline = time.monotonic() + 5
+    while not announced and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.2)  # past the moment the cancelled timer would have rung
+    assert announced == ["Time is up: the timer for one second has run out."]
+    assert a.running_timers() == [] and a.act("cancel", {}) == "Nothing to cancel."
+
+
+def test_simulated_devices_keep_state(home):
+    a = assistant(home)
+    assert a.act("volume", {"direction": "up"}) == "Volume up: 60% (simulated)."
+    assert a.act("switch", {"state": "on", "device": "lights"}) == "The lights are on (simulated)."
+    assert a.act("switch", {"state": "on", "device": "lights"}) == (
+        "The lights are on (it already was) (simulated).")
+    assert a.act("switch", {"state": "off", "device": "wifi"}) == "The wifi is off (simulated)."
+    assert a.act("music", {"action": "play"}) == "Music playing: track 1 (simulated player)."
+    assert a.act("next_song", {}) == "Next song: playing track 2 (simulated player)."
+    assert a.act("word", {"word": "stop"}) == "Music stopped: track 2 (simulated player)."
+    assert a.act("time", {}).startswith("It is ")
+    assert a.act("date", {}).startswith("Today is ")
+    assert a.act("word", {"word": "yes"}) == "Yes: nothing is waiting for an answer."
+
+
+def test_disabled_and_unknown_actions_do_nothing(home):
+    a = assistant(home, enabled=["time"])
+    assert a.act("show_files", {"kind": "photos"}) == (
+        "The show_files action is disabled in the config; nothing done.")
+    assert a.act("rm", {}) == "No action called 'rm'; nothing done."
+    with pytest.raises(ValueError, match="unknown actions"):
+        assistant(home, enabled=["time", "shell"])

@@ -1,0 +1,275 @@
+"""The voice-command demo end to end: spoken commands in, intents and actions out, safely.
+
+CI has no trained voice-command model, so this module trains its own: eight commands spoken by
+three espeak-ng voices (synthesised here, each twice with a random level and silence around
+it), `model=tiny`, trained until it transcribes every command of every voice (a few hundred
+steps, ~15 s of CPU). The five-command recording is a new stream made of those voices'
+commands with pauses between them: what the test checks is the demo's path (endpointing a
+continuous stream, recognition, intent, action), not the model's generalisation.
+"""
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from asr.actions import ActionsConfig, Assistant
+from asr.audio import load_audio
+from asr.checkpoint import save_model_dir
+from asr.demo import Console, build, file_blocks, load_config, main
+from asr.intents import IntentParser
+from asr.train import Trainer
+from asr.transcriber import Transcriber
+from asr.vad import VADConfig, split_utterances
+from conftest import train_config, write_manifest
+
+RATE = 16000
+COMMANDS = ("show me my photos", "show me my music", "what time is it", "turn on the lights",
+            "turn off the radio", "next song", "open the browser", "cancel")
+VOICES = ("en-us+m3", "en-gb+f2", "en-gb-scotland+m1")
+SPOKEN = ("show me my photos", "turn on the lights", "what time is it", "open the browser",
+          "next song")
+EXPECTED = [("show_files", {"kind": "photos"}), ("switch", {"state": "on", "device": "lights"}),
+            ("time", {}), ("open_app", {"app": "browser"}), ("next_song", {})]
+HOSTILE = ("delete all my files", "run rm -rf", "show me my files in /etc")
+
+
+def speak(text: str, voice: str, path: Path) -> np.ndarray:
+    """espeak-ng's rendering of `text` at the model's rate."""
+    subprocess.run(["espeak-ng", "-v", voice, "-s", "160", "-w", str(path), text], check=True)
+    return load_audio(path, RATE).numpy()
+
+
+def stream(clips: list[np.ndarray], pause: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Clips with pauses around them and a faint noise floor, as one recording."""
+    gap = np.zeros(int(pause * RATE), np.float32)
+    wave = np.concatenate([gap] + [part for clip in clips for part in (0.8 * clip, gap)])
+    return wave + 1e-4 * np.random.default_rng(seed).standard_normal(len(wave)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def command_model(tmp_path_factory) -> dict:
+    """A tiny model trained on the commands until it gets every one of every voice right."""
+    tmp = tmp_path_factory.mktemp("commands")
+    clips = {(voice, text): speak(text, voice, tmp / "say.wav") for voice in VOICES
+             for text in COMMANDS}
+    rng = np.random.default_rng(0)
+    entries = []
+    for (voice, text), clip in clips.items():
+        for _ in range(2):  # two takes: a random level, silence and noise floor
+            silence = [np.zeros(int(rng.uniform(0, 0.5) * RATE), np.float32) for _ in range(2)]
+            take = np.concatenate([silence[0], clip * rng.uniform(0.4, 1.0), silence[1]])
+            take += rng.uniform(3e-5, 3e-4) * rng.standard_normal(len(take)).astype(np.float32)
+            path = tmp / f"{voice}-{len(entries)}.wav"
+            sf.write(path, take, RATE)
+            entries.append((path, text))
+    manifest = write_manifest(tmp / "train.jsonl", entries)
+    dev = write_manifest(tmp / "dev.jsonl", entries[::12])
+    model_dir = tmp / "model"
+    for steps in (300, 450, 600, 750, 900):
+        trainer = Trainer(train_config(
+            tmp, manifest, f"data.dev_manifest={dev}", f"trainer.max_steps={steps}",
+            "trainer.max_epochs=1000", f"trainer.resume={str(steps > 300).lower()}",
+            "data.batch_size=8", "tokenizer.vocab_size=100", "scheduler=constant",
+            "optim.lr=2e-3", "decode=greedy", "trainer.device=cpu"))
+        trainer.fit()
+        # The last weights, not the best-on-dev ones: dev is four clips and is perfect early.
+        save_model_dir(model_dir, trainer.model, trainer.tokenizer, trainer.cfg)
+        # "Right" as the demo will hear them: each voice's commands in one stream, cut by the VAD.
+        transcriber = Transcriber.from_pretrained(model_dir, device="cpu")
+        wrong = {}
+        for voice in VOICES:
+            cut = split_utterances([stream([clips[(voice, text)] for text in COMMANDS])], RATE)
+            heard = transcriber.transcribe_waves([torch.from_numpy(u.samples) for u in cut])
+            wrong |= {(voice, text): said for text, said in zip(COMMANDS, heard, strict=False)
+                      if said != text} | ({} if len(heard) == len(COMMANDS) else {voice: heard})
+        if not wrong:
+            break
+    assert wrong == {}, f"after {steps} steps the test model still mishears {wrong}"
+    losses = [epoch["train_loss"] for epoch in trainer.state.history]
+    assert losses[-1] < losses[0] / 10
+    print(f"test model: right after {steps} steps")
+    return {"dir": model_dir, "clips": clips, "tmp": tmp}
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / "Pictures").mkdir(parents=True)
+    (home / "Pictures" / "beach.jpg").write_text("jpeg")
+    (home / "etc").symlink_to("/etc")
+    return home
+
+
+def overrides(model: dict, home: Path) -> list[str]:
+    return [f"model_dir={model['dir']}", f"actions.home={home}", "device=cpu"]
+
+
+def five_commands(model: dict, path: Path) -> Path:
+    clips = [model["clips"][(VOICES[i % len(VOICES)], text)] for i, text in enumerate(SPOKEN)]
+    sf.write(path, stream(clips), RATE, subtype="PCM_16")
+    return path
+
+
+def test_five_spoken_commands_give_five_intents_in_order(command_model, home, tmp_path):
+    wav = five_commands(command_model, tmp_path / "five.wav")
+    lines: list[str] = []
+    cfg = load_config(overrides(command_model, home))
+    demo = build(cfg, Console(lines.append))
+    turns = demo.run(file_blocks(wav, RATE, RATE * cfg.block_ms // 1000))
+    assert [(t.intent.name, t.intent.slots) for t in turns] == EXPECTED
+    assert [t.text for t in turns] == list(SPOKEN)
+    assert turns[0].result == f"1 photo in {home}: 1. Pictures/beach.jpg"
+    assert turns[3].result == "Would open the browser: firefox (launching is off: actions.launch)."
+    # The endpointer waits end_silence_ms (400 ms) of silence, give or take one 30 ms frame.
+    assert all(0.36 <= t.wait <= 0.43 and t.latency > t.wait for t in turns)
+    starts = [t.start for t in turns]
+    assert starts == sorted(starts) and all(b - a > 1.0 for a, b in zip(starts, starts[1:], strict=False))
+    assert lines[1::4] == [f"  intent: {t.intent.describe()} (confidence 1.00)" for t in turns]
+
+
+def test_file_and_stdin_take_the_same_path(command_model, home, tmp_path):
+    """The command line on a WAV file and on raw PCM from stdin prints the same turns."""
+    wav = five_commands(command_model, tmp_path / "five.wav")
+    pcm = sf.read(wav, dtype="int16")[0].astype("<i2").tobytes()
+    printed = {}
+    for source, stdin in ((str(wav), None), ("-", io.BytesIO(pcm))):
+        lines: list[str] = []
+        assert main(["--input", source, *overrides(command_model, home)], stdin=stdin,
+                    console=Console(lines.append)) == 0
+        printed[source] = lines
+        assert lines[0].endswith(f"listening to {source}")
+        assert lines[-1] == "end of input: 5 utterances"
+    same = [line for line in printed["-"][1:] if not line.startswith(("  latency", "  action: It is"))]
+    assert same == [line for line in printed[str(wav)][1:]
+                    if not line.startswith(("  latency", "  action: It is"))]
+
+
+# ---------------------------------------------------------------------------- safety
+
+_EVENTS: list[tuple[str, tuple]] | None = None  # audit events while recording, else None
+_SPAWN = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+          "os.forkpty", "pty.spawn")
+_FILES = ("open", "os.listdir", "os.scandir")
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _EVENTS is not None and event.startswith(_SPAWN + _FILES + ("exec", "compile")):
+        _EVENTS.append((event, args))
+
+
+@pytest.fixture(scope="module")
+def audit():
+    """Records what the process opens, lists, compiles or spawns (PEP 578 audit hooks)."""
+    sys.addaudithook(_audit)  # hooks cannot be removed: this one records only inside `with audit()`
+
+    class Recording:
+        def __enter__(self) -> list[tuple[str, tuple]]:
+            global _EVENTS
+            _EVENTS = []
+            return _EVENTS
+
+        def __exit__(self, *exc) -> None:
+            global _EVENTS
+            _EVENTS = None
+
+    return Recording
+
+
+def touched_paths(events: list[tuple[str, tuple]]) -> list[Path]:
+    paths = [args[0] for event, args in events if event in _FILES and args]
+    return [Path(p.decode() if isinstance(p, bytes) else p).resolve() for p in paths
+            if isinstance(p, str | bytes)]
+
+
+def test_hostile_speech_runs_nothing_and_reads_only_home(command_model, home, tmp_path, audit):
+    clips = [speak(text, VOICES[0], tmp_path / "say.wav") for text in HOSTILE]
+    wav = tmp_path / "hostile.wav"
+    sf.write(wav, stream(clips, seed=1), RATE, subtype="PCM_16")
+    lines: list[str] = []
+    cfg = load_config(overrides(command_model, home))
+    demo = build(cfg, Console(lines.append))
+    demo.run(file_blocks(five_commands(command_model, tmp_path / "warm.wav"), RATE, 480))
+    blocks = file_blocks(wav, RATE, 480)
+    with audit() as events:
+        turns = demo.run(blocks)
+        for text in HOSTILE:  # and as text, whatever the recogniser would have made of it
+            intent = demo.parser.parse(text)
+            assert not intent.understood
+        listed = demo.assistant.act("show_files", {"kind": "photos"})
+    assert len(turns) == 3
+    # The recording works: the listing just made walked the home folder, and nothing else.
+    assert listed == f"1 photo in {home}: 1. Pictures/beach.jpg"
+    assert home.resolve() in touched_paths(events)
+    assert [e for e in events if e[0].startswith(_SPAWN + ("exec", "compile"))] == []
+    outside = [p for p in touched_paths(events) if not p.is_relative_to(home.resolve())]
+    assert outside == []
+    assert not any("passwd" in line or "/etc" in line for line in lines)
+
+
+def test_apps_launch_only_from_the_table_after_yes(home, audit):
+    with audit() as events:
+        off = Assistant(ActionsConfig(home=str(home), apps={"calculator": ["true"]}))
+        assert off.act("open_app", {"app": "calculator"}) == (
+            "Would open the calculator: true (launching is off: actions.launch).")
+        on = Assistant(ActionsConfig(home=str(home), launch=True, apps={"calculator": ["true"]}))
+        assert on.act("open_app", {"app": "browser"}) == "No program is configured for the browser."
+        assert on.act("open_app", {"app": "calculator"}) == "Open the calculator (true)? Say yes or no."
+        assert on.act("word", {"word": "no"}) == "Cancelled: open the calculator."
+        assert [e for e in events if e[0].startswith(_SPAWN)] == []
+        on.act("open_app", {"app": "calculator"})
+        assert on.act("word", {"word": "yes"}).startswith("Opened the calculator (pid ")
+    assert [list(args[1]) for event, args in events if event == "subprocess.Popen"] == [["true"]]
+    on.launched["calculator"].wait(timeout=10)
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def test_live_mode_without_a_microphone_says_so_in_one_line():
+    try:
+        import sounddevice
+        if any(device["max_input_channels"] > 0 for device in sounddevice.query_devices()):
+            pytest.skip("this machine has a microphone")
+    except (ImportError, OSError):
+        pass  # no sounddevice or no PortAudio: the demo must say that instead
+    lines: list[str] = []
+    assert main(["model_dir=/nonexistent"], console=Console(lines.append)) == 1
+    assert len(lines) == 1
+    assert re.match(r"error: (no usable microphone: .+|live mode needs (the sounddevice package"
+                    r"|PortAudio)) .*\(?use --input FILE\.wav", lines[0]), lines
+
+
+def test_bad_input_and_bad_config_are_one_line(command_model, home, tmp_path):
+    bad, silent = tmp_path / "notes.wav", tmp_path / "silent.wav"
+    bad.write_text("not audio")
+    sf.write(silent, np.zeros(RATE, np.float32), RATE)
+    given = overrides(command_model, home)
+    for argv, expected in (
+            (["--input", str(bad), *given],
+             f"error: {bad}: not readable as audio (Format not recognised.)"),
+            (["--input", str(tmp_path / "none.wav"), *given],
+             f"error: {tmp_path / 'none.wav'}: no such file"),
+            (["--input", str(silent), *given, "vad.aggressiveness=5"],
+             "error: vad.aggressiveness must be 0..3, got 5"),
+            (["--input", str(silent), *given, "actions.enabled=[time,shell]"],
+             "error: actions.enabled names unknown actions: ['shell']; known: "),
+            (["--input", str(silent), "model_dir=/nonexistent"],
+             "error: /nonexistent: not a model directory"),
+            (["--input", str(silent), "no_such_key=1"], "error: Could not override 'no_such_key'")):
+        lines: list[str] = []
+        assert main(argv, console=Console(lines.append)) == 1
+        assert len(lines) == 1 and lines[0].startswith(expected), lines
+
+
+def test_config_fills_the_parts():
+    cfg = load_config([])
+    assert VADConfig(**cfg.vad) == VADConfig()
+    assert IntentParser(**cfg.intents) == IntentParser()
+    assert sorted(cfg.actions.enabled) == ActionsConfig().enabled  # every action, on
