@@ -119,7 +119,7 @@ class Ours:
         self.transcriber = Transcriber.from_pretrained(directory, device="cpu", beam_size=beam_size)
 
     def __call__(self, wave: torch.Tensor) -> str:
-        return self.transcriber.transcribe_waves([wave], 1)[0]
+        return self.transcriber.transcribe_waves([wave])[0]
 
 
 def contenders(models: list[tuple[str, Path]], words: list[str],
