@@ -9,7 +9,7 @@ a seed, so a resumed run sees the same order; `rank`/`world_size` split them for
 import json
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,10 +81,15 @@ def _parse_line(line: str, root: Path) -> Utterance:
 
 
 class SpeechDataset(Dataset):
-    """Utterances -> (waveform at the model's rate, token ids)."""
+    """Utterances -> (waveform at the model's rate, token ids).
 
-    def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, sample_rate: int):
+    `augment` (training only, e.g. `asr.augment.Augmenter`) transforms each loaded waveform.
+    """
+
+    def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, sample_rate: int,
+                 augment: Callable[[torch.Tensor], torch.Tensor] | None = None):
         self.utterances, self.tokenizer, self.sample_rate = utterances, tokenizer, sample_rate
+        self.augment = augment
 
     def __len__(self) -> int:
         return len(self.utterances)
@@ -92,16 +97,25 @@ class SpeechDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         utt = self.utterances[index]
         wave = load_audio(utt.audio_filepath, self.sample_rate)
+        if self.augment is not None:
+            wave = self.augment(wave)
         return wave, torch.tensor(self.tokenizer.encode(utt.text), dtype=torch.long)
 
 
 def collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Pad waveforms with zeros and tokens with PAD_ID."""
+    """Pad waveforms with zeros and tokens with PAD_ID.
+
+    Tokens keep at least one column: a batch of empty transcripts (silence) still has a
+    position for the model's end-of-sentence target.
+    """
     waves, tokens = zip(*items, strict=True)
+    padded = pad_sequence(list(tokens), batch_first=True, padding_value=PAD_ID)
+    if padded.shape[1] == 0:
+        padded = torch.full((len(tokens), 1), PAD_ID, dtype=torch.long)
     return {
         "wave": pad_sequence(list(waves), batch_first=True),
         "lengths": torch.tensor([len(w) for w in waves]),
-        "tokens": pad_sequence(list(tokens), batch_first=True, padding_value=PAD_ID),
+        "tokens": padded,
     }
 
 
