@@ -21,7 +21,7 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from asr.checkpoint import atomic_write, save_text
+from asr.checkpoint import save_text
 
 SPLITS = ("train", "dev", "test")
 _MAX_PER_CLASS = 2**27 - 1  # Speech Commands' MAX_NUM_WAVS_PER_CLASS
@@ -83,7 +83,7 @@ def download(url: str, dest: Path, marker: str) -> Path:
     staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
     try:
         _unpack(payload, url, staging)
-        found = [p for p in staging.rglob(marker)]
+        found = sorted(staging.rglob(marker))
         if not found:
             raise SystemExit(f"error: {url}: archive holds no {marker!r}")
         # GitHub archives wrap everything in one `repo-branch/` folder: use the marker's parent.
@@ -116,8 +116,3 @@ def _check_member(name: str, into: Path, url: str) -> None:
     if not target.is_relative_to(into.resolve()):
         raise SystemExit(f"error: {url}: archive member {name!r} escapes the target folder")
 
-
-def copy_atomic(source: Path, target: Path) -> None:
-    """Copy a small file (a sample for users) without ever leaving half of it."""
-    data = source.read_bytes()
-    atomic_write(target, lambda f: f.write(data))
