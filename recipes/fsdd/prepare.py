@@ -17,7 +17,8 @@ With only four speakers, a dev speaker of its own would leave two voices to lear
 therefore tracks training on unseen *takes* and test alone measures an unseen *speaker*.
 
 Writes OUT/{train,dev,test}.jsonl (isolated digits point at the FSDD files; strings at
-OUT/wavs/{split}/*.wav), each line with `speaker` and `sources` (the joined files).
+OUT/wavs/{split}/*.wav), each line with `speaker`, `kind` ("digit" or "string") and
+`sources` (the joined files).
 """
 
 import argparse
@@ -99,7 +100,7 @@ def prepare(root: Path | None, out: Path, *, test_speakers: Iterable[str] = TEST
     entries: dict[str, list[dict]] = {}
     for split_index, split in enumerate(SPLITS):
         isolated = [manifest_line(path, DIGITS[digit], sf.info(str(path)).duration,
-                                  speaker=speaker, sources=[path.name])
+                                  speaker=speaker, kind="digit", sources=[path.name])
                     for path, digit, speaker in by_split[split]]
         rng = np.random.default_rng([seed, split_index])
         entries[split] = isolated + _strings(by_split[split], strings.get(split, 0), split,
@@ -128,7 +129,7 @@ def _strings(items: list[tuple[Path, int, str]], count: int, split: str, out: Pa
         target = folder / f"{split}_{index:05d}.wav"
         sf.write(str(target), wave, sample_rate, subtype="PCM_16")
         entries.append(manifest_line(target.resolve(), " ".join(DIGITS[d] for _, d in chosen),
-                                     wave.size / sample_rate, speaker=speaker,
+                                     wave.size / sample_rate, speaker=speaker, kind="string",
                                      sources=[path.name for path, _ in chosen]))
     return entries
 
