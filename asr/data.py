@@ -140,10 +140,13 @@ class SpeechDataset(Dataset):
     A file that cannot be used yields its AudioError message instead of raising, so that the
     training loop, not the DataLoader (whose workers would re-raise it wrapped in a traceback),
     decides whether the utterance is skipped or the run stops (`data.on_error`).
+    `augment` (training only, e.g. `asr.augment.Augmenter`) transforms each loaded waveform.
     """
 
-    def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, sample_rate: int):
+    def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, sample_rate: int,
+                 augment: Callable[[torch.Tensor], torch.Tensor] | None = None):
         self.utterances, self.tokenizer, self.sample_rate = utterances, tokenizer, sample_rate
+        self.augment = augment
 
     def __len__(self) -> int:
         return len(self.utterances)
@@ -154,6 +157,8 @@ class SpeechDataset(Dataset):
             wave = load_audio(utt.audio_filepath, self.sample_rate)
         except AudioError as err:
             return str(err)
+        if self.augment is not None:
+            wave = self.augment(wave)
         return wave, torch.tensor(self.tokenizer.encode(utt.text), dtype=torch.long)
 
 

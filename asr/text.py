@@ -9,17 +9,62 @@ import unicodedata
 
 _NOT_WORD = re.compile(r"[^\w']+")
 _APOSTROPHES = re.compile(r"(^|\s)'+|'+(\s|$)")
+_NUMBER = re.compile(r"\b\d+(?:,\d{3})*(?:st|nd|rd|th)?\b")
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+         "fourteen fifteen sixteen seventeen eighteen nineteen").split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+_SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"), (100, "hundred"))
+_ORDINALS = {"one": "first", "two": "second", "three": "third", "five": "fifth",
+             "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
 
 
 def normalize_text(text: str) -> str:
-    """Lower-case, drop punctuation (keeping in-word apostrophes) and collapse whitespace.
+    """Lower-case, spell out numbers, drop punctuation (keeping in-word apostrophes), collapse
+    whitespace.
+
+    Numbers are spelt as a reader says them (book prompts such as CMU ARCTIC's write "1908" or
+    "2nd"), so a reference with digits and a hypothesis in words score alike.
 
     >>> normalize_text("  Show me my PHOTOS, please! ")
     'show me my photos please'
     >>> normalize_text("It's 'quoted'")
     "it's quoted"
+    >>> normalize_text("In 1908, 2nd of 3,500 & 21 more")
+    'in nineteen o eight second of three thousand five hundred and twenty one more'
     """
-    text = unicodedata.normalize("NFKC", text).lower().replace("_", " ")
+    text = unicodedata.normalize("NFKC", text).lower().replace("_", " ").replace("&", " and ")
+    text = _NUMBER.sub(lambda m: f" {spell_number(m.group())} ", text)
     text = _NOT_WORD.sub(" ", text)
     text = _APOSTROPHES.sub(" ", text)
     return " ".join(text.split())
+
+
+def spell_number(token: str) -> str:
+    """"42" -> "forty two", "3rd" -> "third", "1,000" -> "one thousand", "1908" -> "nineteen o
+    eight" (four-digit numbers from 1100 to 1999 are read as years)."""
+    suffix = token[-2:] if token[-2:].isalpha() else ""
+    value = int(token.removesuffix(suffix).replace(",", ""))
+    if "," not in token and 1100 <= value <= 1999:
+        high, low = divmod(value, 100)
+        tail = "hundred" if low == 0 else _cardinal(low) if low >= 10 else f"o {_ONES[low]}"
+        words = f"{_cardinal(high)} {tail}"
+    else:
+        words = _cardinal(value)
+    if not suffix:
+        return words
+    head, _, last = words.rpartition(" ")
+    last = _ORDINALS.get(last) or (last[:-1] + "ieth" if last.endswith("y") else last + "th")
+    return f"{head} {last}".strip()
+
+
+def _cardinal(value: int) -> str:
+    if value < 20:
+        return _ONES[value]
+    if value < 100:
+        tens, ones = divmod(value, 10)
+        return _TENS[tens] + (f" {_ONES[ones]}" if ones else "")
+    for scale, name in _SCALES:
+        if value >= scale:
+            high, low = divmod(value, scale)
+            return f"{_cardinal(high)} {name}" + (f" {_cardinal(low)}" if low else "")
+    raise AssertionError("unreachable")

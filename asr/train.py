@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from asr.audio import AudioError
+from asr.augment import AugmentConfig, Augmenter
 from asr.checkpoint import (
     CHECKPOINT,
     TOKENIZER,
@@ -125,10 +126,14 @@ class Trainer:
         return Tokenizer.train(texts, self.cfg.tokenizer.vocab_size, self.cfg.tokenizer.model_type)
 
     def _loader(self, utts, shuffle: bool) -> DataLoader:
+        """Batches of `utts`; the shuffled (training) ones augmented as `data.augment` says."""
         data = self.cfg.data
         sampler = DurationBatchSampler([u.duration for u in utts], data.batch_size,
                                        data.max_duration, shuffle=shuffle, seed=self.cfg.seed)
-        dataset = SpeechDataset(utts, self.tokenizer, self.cfg.features.sample_rate)
+        augment = AugmentConfig.from_dict(data.get("augment"))
+        augmenter = Augmenter(augment, self.cfg.features.sample_rate) \
+            if shuffle and augment.enabled else None
+        dataset = SpeechDataset(utts, self.tokenizer, self.cfg.features.sample_rate, augmenter)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
                           num_workers=data.num_workers, pin_memory=self.device.type == "cuda",
                           persistent_workers=data.num_workers > 0, generator=self.loader_rng)

@@ -15,12 +15,11 @@ $py -m recipes.voice_commands.prepare --out "$data"
 $py -m asr.train data.root="$data" trainer.out_dir="$model" trainer.resume=true "$@"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \
   --json "$model/test_results.json" | tee "$model/test_wer.txt"
-$py -m recipes.voice_commands.breakdown "$model/test_results.json" "$data/test.jsonl" --by engine
+$py -m recipes.breakdown "$model/test_results.json" "$data/test.jsonl" engine
 if [ -f "$data/test_real.jsonl" ]; then  # people never heard in training (../shared/data)
   $py -m asr.evaluate --model "$model" --manifest "$data/test_real.jsonl" \
     --json "$model/test_real_results.json"
-  $py -m recipes.voice_commands.breakdown "$model/test_real_results.json" \
-    "$data/test_real.jsonl" --by source
+  $py -m recipes.breakdown "$model/test_real_results.json" "$data/test_real.jsonl" source
 fi
 echo "sample ($(cat "$data/sample.txt")):"
 $py -m asr.transcribe --model "$model" "$data/sample.wav"

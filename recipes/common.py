@@ -1,0 +1,118 @@
+"""What the real-speech recipes share: speaker/prompt splits, downloads, manifest writing.
+
+Splits are by *who* speaks (or *what* is read), never by file, so the held-out word error
+rate measures a speaker or a sentence the model never heard. Two ways to assign a group:
+
+- `hash_split`: Speech Commands' own rule (its README's `which_set`): the SHA-1 of the group
+  name picks a stable percentile, so adding recordings never moves a speaker between splits.
+  A `salt` makes it a different draw: the official test set *is* the speakers whose unsalted
+  hash lies in one band (10-20%), so re-splitting it needs another hash;
+- `named_split`: explicit lists, for corpora with a handful of speakers (FSDD has four).
+"""
+
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+import tempfile
+import urllib.request
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from asr.checkpoint import save_text
+
+SPLITS = ("train", "dev", "test")
+_MAX_PER_CLASS = 2**27 - 1  # Speech Commands' MAX_NUM_WAVS_PER_CLASS
+
+
+def hash_split(group: str, dev_percent: float, test_percent: float, salt: str = "") -> str:
+    """"train", "dev" or "test" for a speaker/prompt id, as Speech Commands assigns speakers."""
+    digest = int(hashlib.sha1((salt + group).encode("utf-8")).hexdigest(), 16)
+    percent = (digest % (_MAX_PER_CLASS + 1)) * (100.0 / _MAX_PER_CLASS)
+    if percent < dev_percent:
+        return "dev"
+    if percent < dev_percent + test_percent:
+        return "test"
+    return "train"
+
+
+def named_split(group: str, dev: Iterable[str], test: Iterable[str]) -> str:
+    """"dev" or "test" for the groups listed there, "train" for all others."""
+    dev, test = set(dev), set(test)
+    if dev & test:
+        raise ValueError(f"groups both in dev and test: {', '.join(sorted(dev & test))}")
+    return "dev" if group in dev else "test" if group in test else "train"
+
+
+def manifest_line(audio: Path, text: str, duration: float, **extra) -> dict:
+    """One NeMo manifest entry; extra keys (speaker, prompt, ...) ride along for analysis."""
+    return {"audio_filepath": str(audio), "text": text, "duration": round(duration, 4), **extra}
+
+
+def write_manifests(out: Path, entries: Mapping[str, list[dict]],
+                    names: Iterable[str] = SPLITS) -> dict[str, Path]:
+    """OUT/{split}.jsonl for each split, each written atomically; their paths."""
+    paths = {}
+    for split in names:
+        lines = "".join(json.dumps(entry, ensure_ascii=False) + "\n"
+                        for entry in entries.get(split, []))
+        paths[split] = out / f"{split}.jsonl"
+        save_text(lines, paths[split])
+    return paths
+
+
+def download(url: str, dest: Path, marker: str) -> Path:
+    """Fetch an archive (zip or tar.gz) from `url` and unpack it into `dest`, once.
+
+    Skipped when `dest/marker` exists (a previous complete run). The archive is unpacked into
+    a temporary folder beside `dest` and renamed into place, so an interrupted download never
+    leaves a half-filled corpus that a later run would take for complete.
+    """
+    if (dest / marker).exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    print(f"downloading {url} -> {dest}")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 (fixed URLs)
+            payload = response.read()
+    except OSError as err:
+        raise SystemExit(f"error: cannot download {url} ({err}); pass a local copy with "
+                         "--root") from None
+    staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
+    try:
+        _unpack(payload, url, staging)
+        found = sorted(staging.rglob(marker))
+        if not found:
+            raise SystemExit(f"error: {url}: archive holds no {marker!r}")
+        # GitHub archives wrap everything in one `repo-branch/` folder: use the marker's parent.
+        source = found[0].parent
+        if dest.exists():
+            shutil.rmtree(dest)
+        source.rename(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def _unpack(payload: bytes, url: str, into: Path) -> None:
+    """Extract a zip or tar(.gz) archive held in memory, refusing paths that leave `into`."""
+    if zipfile.is_zipfile(io.BytesIO(payload)):
+        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+            for name in archive.namelist():
+                _check_member(name, into, url)
+            archive.extractall(into)
+        return
+    try:
+        with tarfile.open(fileobj=io.BytesIO(payload)) as archive:
+            archive.extractall(into, filter="data")
+    except tarfile.TarError as err:
+        raise SystemExit(f"error: {url}: not a zip or tar archive ({err})") from None
+
+
+def _check_member(name: str, into: Path, url: str) -> None:
+    target = (into / name).resolve()
+    if not target.is_relative_to(into.resolve()):
+        raise SystemExit(f"error: {url}: archive member {name!r} escapes the target folder")
+

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Prepare the corpus, train, score on the held-out split (see README.md in this folder).
+#   ROOT=../shared/data/fsdd bash recipes/fsdd/run.sh [hydra overrides for training]
+# Without ROOT the corpus is downloaded first. The defaults are the README's results run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+py=${PYTHON:-.venv/bin/python}
+data=data/fsdd
+model=exp/fsdd
+
+$py -m recipes.fsdd.prepare ${ROOT:+--root "$ROOT"} --out "$data"
+$py -m asr.train data=fsdd data.root="$data" trainer.out_dir="$model" model=small tokenizer.vocab_size=32 scheduler.warmup_steps=400 \
+  trainer.max_epochs=7 data.augment.speed.enabled=true data.augment.gain.enabled=true "$@"
+$py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" --json "$model/test_results.json"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Prepare the corpus, train, score on the held-out split (see README.md in this folder).
+#   ROOT=../shared/data/speech_commands bash recipes/speech_commands/run.sh [hydra overrides for training]
+# Without ROOT the corpus is downloaded first. The defaults are the README's results run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+py=${PYTHON:-.venv/bin/python}
+data=data/speech_commands
+model=exp/speech_commands
+
+$py -m recipes.speech_commands.prepare ${ROOT:+--root "$ROOT"} --out "$data"
+$py -m asr.train data=speech_commands data.root="$data" trainer.out_dir="$model" model=small tokenizer.vocab_size=64 data.batch_size=8 \
+  scheduler.warmup_steps=400 trainer.max_epochs=16 data.augment.speed.enabled=true \
+  data.augment.noise.enabled=true data.augment.gain.enabled=true "$@"
+$py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" --json "$model/test_results.json"

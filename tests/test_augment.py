@@ -1,0 +1,109 @@
+"""Waveform augmentation on real recordings: exact length, SNR and gain; training-only hook."""
+
+import pytest
+import soundfile as sf
+import torch
+
+from asr.audio import load_audio
+from asr.augment import AugmentConfig, Augmenter, add_noise, apply_gain, speed_perturb
+from asr.data import SpeechDataset, Utterance, collate
+from conftest import COMMANDS, fsdd_file, require_shared, train_config, write_manifest
+
+
+def power(x: torch.Tensor) -> float:
+    return float(x.double().pow(2).mean())
+
+
+@pytest.fixture(scope="module")
+def speech() -> torch.Tensor:
+    require_shared()
+    return load_audio(sorted((COMMANDS / "yes").glob("*.wav"))[0], 16000)
+
+
+@pytest.fixture(scope="module")
+def noise() -> torch.Tensor:
+    return load_audio(sorted((COMMANDS / "_silence_").glob("*.wav"))[0], 16000)
+
+
+def test_8khz_audio_is_loaded_at_16khz():
+    path = fsdd_file(3, "lucas", 7)
+    assert sf.info(str(path)).samplerate == 8000
+    assert len(load_audio(path, 16000)) == 2 * sf.info(str(path)).frames
+
+
+@pytest.mark.parametrize("factor", [0.9, 1.1])
+def test_speed_changes_length_by_the_factor(speech, factor):
+    out = speed_perturb(speech, 16000, factor)
+    assert abs(len(out) - len(speech) / factor) <= 1
+    assert speed_perturb(speech, 16000, 1.0) is speech
+
+
+@pytest.mark.parametrize("snr", [0.0, 10.0, 25.0])
+def test_noise_is_added_at_the_requested_snr(speech, noise, snr):
+    short = noise[:4000]  # shorter than the speech: looped to its length
+    noisy = add_noise(speech, short, snr)
+    assert noisy.shape == speech.shape
+    measured = 10 * torch.log10(torch.tensor(power(speech) / power(noisy - speech)))
+    assert measured.item() == pytest.approx(snr, abs=0.05)
+
+
+def test_gain_scales_by_decibels(speech):
+    assert torch.allclose(apply_gain(speech, 6.0), speech * 10 ** 0.3)
+    assert power(apply_gain(speech, -20.0)) == pytest.approx(power(speech) / 100, rel=1e-5)
+
+
+def test_augmenter_draws_each_enabled_part(speech, tmp_path):
+    silence = sorted((COMMANDS / "_silence_").glob("*.wav"))[:3]
+    manifest = write_manifest(tmp_path / "noise.jsonl", [(p, "") for p in silence])
+    config = AugmentConfig.from_dict({
+        "speed": {"enabled": True, "factors": [1.1]},
+        "noise": {"enabled": True, "manifest": str(manifest), "prob": 1.0, "snr_db": [10, 10]},
+        "gain": {"enabled": True, "db": [-6, -6]}})
+    out = Augmenter(config, 16000)(speech)
+    sped = speed_perturb(speech, 16000, 1.1)
+    assert len(out) == len(sped)
+    # Undo the gain; what is left beyond the sped-up speech is noise 10 dB below it.
+    residual = apply_gain(out, 6.0) - sped
+    assert 10 * torch.log10(torch.tensor(power(sped) / power(residual))).item() == \
+        pytest.approx(10.0, abs=0.05)
+    assert not AugmentConfig.from_dict(None).enabled
+    assert not AugmentConfig.from_dict({"speed": {"factors": [0.9]}}).enabled
+
+
+def test_augment_config_errors_are_one_line(tmp_path):
+    with pytest.raises(ValueError, match="unknown part.*reverb"):
+        AugmentConfig.from_dict({"reverb": {}})
+    with pytest.raises(ValueError, match="no manifest"):
+        Augmenter(AugmentConfig.from_dict({"noise": {"enabled": True}}), 16000)
+    with pytest.raises(ValueError, match="missing.jsonl: noise manifest not found"):
+        Augmenter(AugmentConfig.from_dict(
+            {"noise": {"enabled": True, "manifest": str(tmp_path / "missing.jsonl")}}), 16000)
+
+
+def test_training_batches_are_augmented_and_dev_batches_are_not(tmp_path):
+    """The trainer hooks augmentation into its training loader only."""
+    from asr.train import Trainer
+
+    require_shared()
+    entries = [(fsdd_file(d, "jackson"), w) for d, w in [(1, "one"), (2, "two")]]
+    manifest = write_manifest(tmp_path / "m.jsonl", entries)
+    cfg = train_config(tmp_path, manifest, "tokenizer.vocab_size=12", "data=fsdd",
+                       "data.augment.speed.enabled=true", "data.augment.speed.factors=[0.9]",
+                       f"data.train_manifest={manifest}", f"data.dev_manifest={manifest}")
+    trainer = Trainer(cfg)
+    assert isinstance(trainer.train_loader.dataset.augment, Augmenter)
+    assert trainer.dev_loader.dataset.augment is None
+    train_wave, _ = trainer.train_loader.dataset[0]
+    dev_wave, _ = trainer.dev_loader.dataset[0]
+    assert abs(len(train_wave) - len(dev_wave) / 0.9) <= 1
+
+
+def test_empty_transcripts_make_a_batch():
+    """Silence has empty text; a batch of only silence still gives the model an EOS target."""
+    from asr.tokenizer import PAD_ID, Tokenizer
+
+    tokenizer = Tokenizer.train(["yes", "no"] * 5, vocab_size=12)
+    clip = sorted((COMMANDS / "_silence_").glob("*.wav"))[0]
+    dataset = SpeechDataset([Utterance(str(clip), "", 1.0)] * 2, tokenizer, 16000)
+    batch = collate([dataset[0], dataset[1]])
+    assert batch["tokens"].tolist() == [[PAD_ID], [PAD_ID]]
