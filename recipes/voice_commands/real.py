@@ -14,6 +14,8 @@ import random
 from pathlib import Path
 
 from asr.audio import audio_duration
+from recipes.fsdd import prepare as fsdd_recipe
+from recipes.speech_commands import prepare as sc
 from recipes.voice_commands.grammar import DIGITS, WORDS
 
 # FSDD has four speakers: two train, one dev, one test.
@@ -39,30 +41,25 @@ def _record(path: Path, text: str, speaker: str, source: str) -> dict:
 
 
 def speech_commands(root: Path) -> list[tuple[str, dict]]:
-    """(split, record) for the grammar's words said by Speech Commands speakers, and noise."""
+    """(split, record) for the grammar's words said by Speech Commands speakers, and noise.
+
+    Clips are found and named by the speech_commands recipe; other unknown words ("bed",
+    "marvin") are not in the grammar and are left out.
+    """
     items = []
-    for word in WORDS:
-        for path in sorted((root / word).glob("*.wav")):
-            speaker = path.name.split("_nohash_")[0]
-            items.append((speaker_split(speaker), _record(path, word, speaker, "speech_commands")))
-    for path in sorted((root / "_unknown_").glob("*.wav")):
-        word, _, rest = path.name.partition("_")
-        if word in DIGITS:  # other unknown words ("bed", "marvin") are not in the grammar
-            speaker = rest.split("_nohash_")[0]
-            items.append((speaker_split(speaker), _record(path, word, speaker, "speech_commands")))
-    for path in sorted((root / "_silence_").glob("*.wav")):
-        items.append((speaker_split(path.stem), _record(path, "", "noise", "speech_commands")))
+    for path in sc.clips(root):
+        text, group = sc.describe(path)
+        if path.parent.name == sc.SILENCE:
+            items.append((speaker_split(path.stem), _record(path, "", "noise", "speech_commands")))
+        elif text in WORDS + DIGITS:
+            items.append((speaker_split(group), _record(path, text, group, "speech_commands")))
     return items
 
 
 def fsdd(root: Path) -> list[tuple[str, dict]]:
     """(split, record) for every FSDD digit recording (8 kHz; training resamples)."""
-    items = []
-    for path in sorted((root / "recordings").glob("*.wav")):
-        digit, speaker, _ = path.stem.split("_")
-        if speaker in FSDD_SPLIT:
-            items.append((FSDD_SPLIT[speaker], _record(path, DIGITS[int(digit)], speaker, "fsdd")))
-    return items
+    return [(FSDD_SPLIT[speaker], _record(path, DIGITS[digit], speaker, "fsdd"))
+            for path, digit, speaker, _ in fsdd_recipe.recordings(root) if speaker in FSDD_SPLIT]
 
 
 def real_records(root: Path) -> dict[str, list[dict]]:
