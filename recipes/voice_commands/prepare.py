@@ -67,7 +67,7 @@ HELD_OUT = {
 }
 # festival is 5-10x slower than flite (it loads its voice per call); its voices are kal and ked
 # (diphone, like flite's kal) and an HTS slt.
-ENGINE_WEIGHTS = {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.04}
+ENGINE_WEIGHTS = {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.02}
 # Mean pitch range (Hz) per flite voice; rms ignores the setting. slt spans male and female
 # pitch: with the warp below it and awb stand in for the natural voices of people.
 FLITE_F0 = {"kal": (85, 130), "kal16": (85, 130), "awb": (100, 150), "slt": (95, 230)}
