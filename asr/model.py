@@ -247,10 +247,10 @@ class ResidualAttentionBlock(nn.Module):
                 cache: "tuple[KVCache, KVCache] | None" = None) -> Tensor:
         self_cache, cross_cache = cache if cache is not None else (None, None)
         x = self._residual(x, self.attn_ln,
-                           lambda h: self.attn(h, h, mask, positions, positions, self_cache))
+                           lambda h: self.attn(h, h, mask, positions, positions, cache=self_cache))
         if self.cross_attn is not None:
             x = self._residual(x, self.cross_attn_ln,
-                               lambda h: self.cross_attn(h, memory, memory_mask, cross_cache))
+                               lambda h: self.cross_attn(h, memory, memory_mask, cache=cross_cache))
         return self._residual(x, self.mlp_ln, self.mlp)
 
     def _residual(self, x: Tensor, norm: nn.Module, layer) -> Tensor:

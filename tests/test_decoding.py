@@ -72,6 +72,9 @@ def test_cached_decoder_logits_match_the_full_pass(pos):
     steps = [model.decoder(tokens[:, :2], memory, lengths, cache)]  # a prompt, then one by one
     steps += [model.decoder(tokens[:, i:i + 1], memory, lengths, cache) for i in range(2, 5)]
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+    # The encoder's keys/values were projected once and kept; the tokens' grew step by step.
+    assert all(c.k is not None and c.k.shape[2] == memory.shape[1] for c in cache.cross_attn)
+    assert all(c.k.shape[2] == 5 for c in cache.self_attn)
 
 
 def test_beam_finds_at_least_the_greedy_score():

@@ -105,6 +105,7 @@ def capture_attention(model, wave: torch.Tensor, lengths: torch.Tensor) -> dict:
 
     def keep(name):
         def hook(module, args, kwargs):
+            kwargs = {k: v for k, v in kwargs.items() if k != "cache"}  # a full pass: no cache
             weights[name] = module.attention_weights(*args, **kwargs)[0].mean(0)  # mean of heads
         return hook
 
