@@ -20,8 +20,8 @@ from asr.checkpoint import CHECKPOINT, METRICS, WEIGHTS, load_model_dir, load_to
 from conftest import ROOT, small_real_set, train_config, write_manifest
 
 RUN = ["model=tiny", "model.dropout=0.1", "tokenizer.vocab_size=30", "data.batch_size=1",
-       "trainer.max_epochs=3", "trainer.save_every_steps=1", "trainer.num_threads=1"]
-STEPS = 12  # 4 utterances x 3 epochs
+       "trainer.max_epochs=5", "trainer.save_every_steps=1", "trainer.num_threads=1"]
+STEPS = 20  # 4 utterances x 5 epochs
 
 
 def launch(manifest, out) -> subprocess.Popen:
@@ -70,12 +70,14 @@ def test_sigkill_five_times_then_resume_equals_an_uninterrupted_run(tmp_path):
     straight.fit()
 
     out, rng = tmp_path / "killed", random.Random(8)
-    targets = sorted(rng.sample(range(STEPS - 3), 5))  # kill after these steps, + a random delay
+    # Kill after these steps plus a short random delay, far enough from the end that even a
+    # fast machine cannot finish the run within the delay.
+    targets = sorted(rng.sample(range(STEPS - 8), 5))
     resumed_at = []
     for target in targets:
         run = launch(manifest, out)
         wait_for_step(out, target, run)
-        time.sleep(rng.uniform(0.0, 0.3))
+        time.sleep(rng.uniform(0.0, 0.05))
         assert run.poll() is None, f"finished before it could be killed:\n{run.stdout.read()}"
         run.send_signal(signal.SIGKILL)
         output = run.communicate()[0]
