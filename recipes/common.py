@@ -10,6 +10,7 @@ rate measures a speaker or a sentence the model never heard. Two ways to assign 
 - `named_split`: explicit lists, for corpora with a handful of speakers (FSDD has four).
 """
 
+import argparse
 import hashlib
 import io
 import json
@@ -18,7 +19,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from asr.checkpoint import save_text
@@ -116,3 +117,23 @@ def _check_member(name: str, into: Path, url: str) -> None:
     if not target.is_relative_to(into.resolve()):
         raise SystemExit(f"error: {url}: archive member {name!r} escapes the target folder")
 
+
+
+def percent_split_cli(argv: list[str] | None, description: str, default_out: str,
+                      prepare: Callable[..., dict[str, Path]],
+                      summary: Callable[[Mapping[str, Path]], str], dev_percent: float,
+                      test_percent: float) -> None:
+    """The command line of a recipe split by hash percentages: --root, --out, the shares.
+
+    Writes OUT/settings.json with the options used, so a corpus says how it was made.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--root", type=Path, help="local copy (default: download it)")
+    parser.add_argument("--out", type=Path, default=Path(default_out))
+    parser.add_argument("--dev-percent", type=float, default=dev_percent)
+    parser.add_argument("--test-percent", type=float, default=test_percent)
+    args = parser.parse_args(argv)
+    paths = prepare(args.root, args.out, dev_percent=args.dev_percent,
+                    test_percent=args.test_percent)
+    save_text(json.dumps(vars(args), default=str, indent=1) + "\n", args.out / "settings.json")
+    print(summary(paths))

@@ -18,7 +18,6 @@ resamples (converting them once to 16 kHz mono FLAC makes training epochs faster
 Writes OUT/{train,dev,test}.jsonl; each line also has `prompt` (the ARCTIC id).
 """
 
-import argparse
 import json
 import re
 from collections import defaultdict
@@ -27,8 +26,7 @@ from pathlib import Path
 
 import soundfile as sf
 
-from asr.checkpoint import save_text
-from recipes.common import download, hash_split, manifest_line, write_manifests
+from recipes.common import download, hash_split, manifest_line, percent_split_cli, write_manifests
 
 URL = "https://github.com/rhasspy/dataset-voice-cathy/archive/refs/heads/master.zip"
 NAME = re.compile(r"(arctic_[ab]\d{4})_\d+")
@@ -80,16 +78,8 @@ def summary(paths: Mapping[str, Path]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, help="local copy (default: download it)")
-    parser.add_argument("--out", type=Path, default=Path("data/cathy"))
-    parser.add_argument("--dev-percent", type=float, default=DEV_PERCENT)
-    parser.add_argument("--test-percent", type=float, default=TEST_PERCENT)
-    args = parser.parse_args(argv)
-    paths = prepare(args.root, args.out, dev_percent=args.dev_percent,
-                    test_percent=args.test_percent)
-    save_text(json.dumps(vars(args), default=str, indent=1) + "\n", args.out / "settings.json")
-    print(summary(paths))
+    percent_split_cli(argv, __doc__.split("\n\n")[0], "data/cathy", prepare, summary, DEV_PERCENT,
+                      TEST_PERCENT)
 
 
 if __name__ == "__main__":

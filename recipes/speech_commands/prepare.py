@@ -22,7 +22,6 @@ Also writes OUT/noise.jsonl, the *training* silence clips, as the noise source o
 `data.augment.noise` (dev and test noise is never mixed into training).
 """
 
-import argparse
 import json
 from collections import defaultdict
 from collections.abc import Mapping
@@ -30,8 +29,7 @@ from pathlib import Path
 
 import soundfile as sf
 
-from asr.checkpoint import save_text
-from recipes.common import SPLITS, download, hash_split, manifest_line, write_manifests
+from recipes.common import SPLITS, download, hash_split, manifest_line, percent_split_cli, write_manifests
 
 URL = "http://download.tensorflow.org/data/speech_commands_test_set_v0.02.tar.gz"
 COMMANDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
@@ -98,16 +96,8 @@ def summary(paths: Mapping[str, Path]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, help="local copy (default: download the archive)")
-    parser.add_argument("--out", type=Path, default=Path("data/speech_commands"))
-    parser.add_argument("--dev-percent", type=float, default=DEV_PERCENT)
-    parser.add_argument("--test-percent", type=float, default=TEST_PERCENT)
-    args = parser.parse_args(argv)
-    paths = prepare(args.root, args.out, dev_percent=args.dev_percent,
-                    test_percent=args.test_percent)
-    save_text(json.dumps(vars(args), default=str, indent=1) + "\n", args.out / "settings.json")
-    print(summary(paths))
+    percent_split_cli(argv, __doc__.split("\n\n")[0], "data/speech_commands", prepare, summary, DEV_PERCENT,
+                      TEST_PERCENT)
 
 
 if __name__ == "__main__":
