@@ -80,8 +80,9 @@ class FrontEnd(nn.Module):
             wave = nn.functional.pad(wave, (0, self.cfg.n_fft - wave.shape[-1]))
         with torch.autocast(wave.device.type, enabled=False):
             spec = self.spectrogram(wave.float())
-            # |X|^2 from real and imaginary parts: complex abs() is several times slower on CPU.
-            mel = self.mel(torch.view_as_real(spec).pow(2).sum(-1)).transpose(1, 2)
+            # |X|^2 as re^2 + im^2: on CPU, complex abs() squared was 2.5x slower and a sum
+            # over view_as_real's last axis (of size 2) 9x slower (32 x 2.5 s, one thread).
+            mel = self.mel(spec.real.square() + spec.imag.square()).transpose(1, 2)
             if self.cfg.kind == "fbank":
                 feats = torch.log(mel + 1e-6)
             else:  # 4-D input: the 80 dB floor is relative to each utterance's own peak
