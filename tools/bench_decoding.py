@@ -81,13 +81,16 @@ def main() -> None:
 
 def run(model, waves: list[torch.Tensor], options: DecodingOptions,
         batch_size: int) -> list[list[int]]:
-    """Decode in batches of `batch_size`, utterances in manifest order."""
-    out = []
-    for start in range(0, len(waves), batch_size):
-        chunk = waves[start:start + batch_size]
-        wave = pad_sequence(chunk, batch_first=True)
-        lengths = torch.tensor([len(w) for w in chunk], device=wave.device)
-        out += decode(model, wave, lengths, options)
+    """Decode in batches of `batch_size` utterances of similar length (as `Transcriber` and
+    evaluation batch them), returned in manifest order."""
+    order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
+    out: list[list[int]] = [[] for _ in waves]
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        wave = pad_sequence([waves[i] for i in chunk], batch_first=True)
+        lengths = torch.tensor([len(waves[i]) for i in chunk], device=wave.device)
+        for i, ids in zip(chunk, decode(model, wave, lengths, options), strict=True):
+            out[i] = ids
     return out
 
 
