@@ -9,6 +9,6 @@ data=data/cathy
 model=exp/cathy
 
 $py -m recipes.cathy.prepare ${ROOT:+--root "$ROOT"} --out "$data"
-$py -m asr.train data=cathy data.root="$data" trainer.out_dir="$model" model=small optim.lr=2e-3 tokenizer.vocab_size=256 data.batch_size=8 scheduler.warmup_steps=300 \
+$py -m asr.train data=cathy data.root="$data" trainer.out_dir="$model" model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=256 data.batch_size=8 scheduler.warmup_steps=300 \
   trainer.max_epochs=4 data.augment.speed.enabled=true "$@"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" --json "$model/test_results.json"
