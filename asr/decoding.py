@@ -45,7 +45,7 @@ class DecodingOptions:
     max_repeats: int = 3  # a token sequence may occur at most this often back to back (0: no limit)
     kv_cache: bool = True  # reuse keys/values between steps (False: recompute, for reference)
     ctc_no_speech: bool = True  # an utterance whose CTC best path is empty (all blank) is silent
-    encoder_batch: int = 16  # encode at most this many at once (CPU: bigger batches spill caches)
+    encoder_batch: int = 8  # encode at most this many at once (CPU: bigger batches spill caches)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
