@@ -38,8 +38,11 @@ def test_training_contenders_have_equal_size(tmp_path):
         {"SpeechBrain TransformerASR"} if HAVE["speechbrain"] else set())
     assert set(models) == expected
     assert len({m["parameters"] for m in models.values()}) == 1
-    assert all(m["steps_per_s"] > 0 and 0 < m["mean_loss_per_round"][0] < 50
+    # Initial losses differ by initialisation (torch.nn.Transformer's starts near 50); ours,
+    # with its scaled embeddings, must start at a sane value.
+    assert all(m["steps_per_s"] > 0 and 0 < m["mean_loss_per_round"][0] < 100
                for m in models.values())
+    assert models["ours (asr.model)"]["mean_loss_per_round"][0] < 20
     assert "| ours (asr.model) |" in stdout
 
 
