@@ -428,6 +428,14 @@ class SpeechTransformer(nn.Module):
         losses["loss"] = loss
         return losses
 
+    @staticmethod
+    def loss_tokens(targets: Tensor) -> tuple[int, int]:
+        """How many tokens `forward`'s two losses average over for these targets: the
+        attention loss over targets plus one EOS per utterance, CTC over the targets (at least
+        1). Training weights micro-batches by them, so accumulated steps equal one big batch."""
+        count = int((targets != PAD_ID).sum())
+        return count + len(targets), max(count, 1)
+
     def ctc_loss(self, memory: Tensor, memory_lengths: Tensor, targets: Tensor,
                  target_lengths: Tensor) -> Tensor:
         log_probs = self.ctc(memory).float().log_softmax(-1).transpose(0, 1)
