@@ -84,3 +84,27 @@ def test_bad_transcript_line_names_file_and_line(tmp_path):
                             evaluation=[])
     with pytest.raises(SystemExit, match="unknown LibriSpeech split"):
         librispeech.prepare(tmp_path / "LibriSpeech", tmp_path / "out", train=["train-960"])
+
+
+def test_recipe_configs_train_on_the_prepared_manifests(tmp_path):
+    """data=librispeech and features=fbank_specaugment (the recipe's) run real steps; the s
+    and m model configs build at their published sizes (fairseq: 30M and 71M)."""
+    from asr.checkpoint import build_model
+    from asr.train import Trainer
+    from conftest import train_config
+
+    build_corpus(tmp_path / "LibriSpeech")
+    paths = librispeech.prepare(tmp_path / "LibriSpeech", tmp_path / "out",
+                                train=["train-clean-100"], evaluation=["dev-clean", "dev-other"])
+    cfg = train_config(tmp_path, paths["train"], "data=librispeech", f"data.root={tmp_path / 'out'}",
+                       f"data.train_manifest={paths['train']}", f"data.dev_manifest={paths['dev']}",
+                       "features=fbank_specaugment", "data.num_workers=0", "trainer.max_steps=2",
+                       "data.max_duration=30", "tokenizer.vocab_size=60", "trainer.num_threads=1",
+                       "decode.max_len_ratio=0.1")
+    state = Trainer(cfg).fit()
+    assert state.step == 2 and cfg.features.freq_masks == 2 and cfg.data.augment.speed.enabled
+    for name, millions in (("s2t_s", 29.7), ("s2t_m", 75.5)):
+        sized = train_config(tmp_path, paths["train"], f"model={name}")
+        sized.model.n_vocab, sized.model.n_input = 5000, 80
+        params = sum(p.numel() for p in build_model(sized).parameters())
+        assert round(params / 1e6, 1) == millions
