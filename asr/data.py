@@ -44,31 +44,41 @@ def read_manifest(path: str | Path, on_error: str = "raise",
     each one's problem ("FILE:LINE: problem") is passed to `on_skip` (default: a warning on
     stderr), so the caller can count and report them.
     """
+    skipped: list[str] = []
+    utterances = list(iter_manifest(path, skipped.append if on_error == "skip" else None))
+    for problem in skipped:
+        (on_skip or _warn)(problem)
+    if not utterances:
+        raise ManifestError(f"{path}: no utterances")
+    return utterances
+
+
+def iter_manifest(path: str | Path, on_bad: Callable[[str], None] | None = None,
+                  ) -> Iterator[Utterance]:
+    """Stream a manifest's utterances line by line, in constant memory whatever its size.
+
+    A bad line raises ManifestError("FILE:LINE: problem"), or, given `on_bad`, is passed to
+    it as that message and left out.
+    """
     path = Path(path)
     if path.is_dir():
         raise ManifestError(f"{path}: is a directory, not a manifest")
     if not path.is_file():
         raise ManifestError(f"{path}: manifest not found")
-    utterances, skipped = [], []
     try:
         with path.open("rb") as lines:
             for number, raw in enumerate(lines, start=1):
                 try:
                     utterance = _parse_line(raw, path.parent)
                 except ManifestError as err:
-                    if on_error != "skip":
+                    if on_bad is None:
                         raise ManifestError(f"{path}:{number}: {err}") from None
-                    skipped.append(f"{path}:{number}: {err}")
+                    on_bad(f"{path}:{number}: {err}")
                     continue
                 if utterance is not None:
-                    utterances.append(utterance)
+                    yield utterance
     except OSError as err:
         raise ManifestError(f"{path}: cannot read ({err.strerror or err})") from None
-    for problem in skipped:
-        (on_skip or _warn)(problem)
-    if not utterances:
-        raise ManifestError(f"{path}: no utterances")
-    return utterances
 
 
 def _warn(problem: str) -> None:

@@ -59,6 +59,7 @@ from asr.distributed import (
 )
 from asr.metrics import error_rate
 from asr.model import SpeechTransformer
+from asr.shards import ShardBatches
 from asr.tokenizer import Tokenizer
 from asr.transcriber import decode_texts, pick_device
 
@@ -201,6 +202,12 @@ class Trainer:
         augment = AugmentConfig.from_dict(data.get("augment"))
         augmenter = Augmenter(augment, self.cfg.features.sample_rate) \
             if shuffle and augment.enabled else None
+        if shuffle and data.train_shards:  # audio from shards; an epoch as long as the manifest's
+            stream = ShardBatches(data.train_shards, self.tokenizer, self.cfg.features.sample_rate,
+                                  len(sampler), data.batch_size, data.max_duration,
+                                  seed=self.cfg.seed, rank=self.rank, augment=augmenter)
+            return DataLoader(stream, batch_size=None, num_workers=data.num_workers,
+                              pin_memory=self.device.type == "cuda", generator=self.loader_rng)
         dataset = SpeechDataset(utts, self.tokenizer, self.cfg.features.sample_rate, augmenter)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
                           num_workers=data.num_workers, pin_memory=self.device.type == "cuda",
@@ -267,7 +274,8 @@ class Trainer:
     def train_epoch(self) -> None:
         self.train_model.train()
         state, every = self.state, self.cfg.trainer.save_every_steps
-        sampler: DurationBatchSampler = self.train_loader.batch_sampler
+        # DurationBatchSampler, or ShardBatches when training from shards
+        sampler = self.train_loader.batch_sampler or self.train_loader.dataset
         sampler.set_epoch(state.epoch, start=state.epoch_batches)
         self.loader_rng.manual_seed(self.cfg.seed + state.epoch)  # worker seeds, per epoch
         bar = tqdm(self.train_loader, desc=f"epoch {state.epoch + 1}", total=len(sampler),
