@@ -34,7 +34,6 @@ from pathlib import Path
 
 import soundfile as sf
 import torch
-import webdataset as wds
 from torch.utils.data import IterableDataset, get_worker_info
 
 from asr.audio import AudioError, prepare_array
@@ -46,6 +45,15 @@ INDEX = "shards.json"
 PATTERN = "shard-%06d.tar"
 
 
+def _webdataset():
+    """The optional dependency (`pip install -e '.[shards]'`), imported only when shards are used."""
+    try:
+        import webdataset
+    except ImportError:
+        raise ImportError("shards need the webdataset package: pip install -e '.[shards]'") from None
+    return webdataset
+
+
 def write_shards(manifest: Path, out: Path, max_count: int = 1000) -> dict:
     """Pack a manifest's utterances into OUT/shard-NNNNNN.tar (at most `max_count` each) and
     write OUT/shards.json; the manifest is streamed, never held. Returns the index."""
@@ -55,7 +63,7 @@ def write_shards(manifest: Path, out: Path, max_count: int = 1000) -> dict:
     try:
         counts: list[int] = []
         seconds: list[float] = []
-        with wds.ShardWriter(str(staging / PATTERN), maxcount=max_count, verbose=0) as sink:
+        with _webdataset().ShardWriter(str(staging / PATTERN), maxcount=max_count, verbose=0) as sink:
             for number, utt in enumerate(iter_manifest(manifest)):
                 if number // max_count == len(counts):
                     counts.append(0)
@@ -144,7 +152,7 @@ class ShardBatches(IterableDataset):
     def _items(self, rng: random.Random) -> Iterator[tuple]:
         """Endless: shards drawn with replacement, each read front to back."""
         while True:
-            for sample in wds.WebDataset(rng.choice(self.urls), shardshuffle=False):
+            for sample in _webdataset().WebDataset(rng.choice(self.urls), shardshuffle=False):
                 try:
                     wave, text, duration = decode_sample(sample, self.sample_rate)
                 except AudioError as err:  # the training loop applies data.on_error
