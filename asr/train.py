@@ -197,7 +197,7 @@ class Trainer:
         sampler = DurationBatchSampler([u.duration for u in utts], data.batch_size,
                                        data.max_duration, shuffle=shuffle, seed=self.cfg.seed,
                                        rank=self.rank, world_size=self.dist.world_size,
-                                       sortagrad=shuffle and data.get("sortagrad", False),
+                                       sortagrad=shuffle and data.sortagrad,
                                        drop_last=shuffle)
         augment = AugmentConfig.from_dict(data.get("augment"))
         augmenter = Augmenter(augment, self.cfg.features.sample_rate) \
@@ -308,16 +308,17 @@ class Trainer:
                                  "lr": self.scheduler.get_last_lr()[0]})
 
     def train_step(self, group: list[dict]) -> tuple[float | None, float]:
-        """One optimiser step over a group of micro-batches (one per trainer.accumulate_grad_batches;
-        the same number on every rank): returns the mean loss and the seconds of audio learnt
+        """One optimiser step over a group of micro-batches (trainer.accumulate_grad_batches;
+        the same number on every rank): returns the step's loss and the seconds of audio learnt
         from, or (None, 0) if nothing was usable or the loss or gradients were not finite (step
         skipped; training stops after trainer.max_bad_steps in a row).
 
         The model's losses are means over tokens; each micro-batch's is weighted by its share
-        of the tokens of the whole step (every micro-batch on every rank, as fairseq does), so
-        a step is exactly the gradient of one big batch of all of them: W ranks accumulating A
-        micro-batches equal one process accumulating W x A, or one batch that holds them all.
-        DDP all-reduces on the last micro-batch's backward only (`no_sync` before it).
+        (`shares`) of the tokens of the whole step, every micro-batch on every rank (as fairseq
+        normalises by its sample size), so a step is exactly the gradient of one big batch of
+        all of them: W ranks accumulating A micro-batches equal one process accumulating
+        W x A, or one batch that holds them all. DDP all-reduces on the last micro-batch's
+        backward only (`no_sync` before it).
         """
         used = self._agreed_usable(group)
         if not used:
@@ -333,8 +334,8 @@ class Trainer:
             last = i == len(used) - 1
             with nullcontext() if last or not self.dist.enabled else self.train_model.no_sync():
                 with self.autocast():
-                    loss = self._weighted_loss(
-                        self.train_model(batch["wave"], batch["lengths"], batch["tokens"]), shares)
+                    loss = self.train_model(batch["wave"], batch["lengths"], batch["tokens"],
+                                            shares)["loss"]
                 finite = finite and bool(torch.isfinite(loss))
                 if not finite and not self.dist.enabled:
                     break  # alone, skip the wasted backward; in DDP every rank must all-reduce
@@ -368,15 +369,6 @@ class Trainer:
         if self.dist.enabled:
             totals = [int(n) for n in all_reduce_sum(totals, self.device)]
         return totals
-
-    def _weighted_loss(self, losses: dict[str, torch.Tensor], shares: list[float]) -> torch.Tensor:
-        """The model's joint loss with each part weighted by this micro-batch's token share
-        (shares of 1 give `losses["loss"]` itself)."""
-        att = losses["att"] * shares[0]
-        if "ctc" not in losses:
-            return att
-        weight = self.model.dims.ctc_weight
-        return (1 - weight) * att + weight * (losses["ctc"] * shares[1])
 
     def _agreed_usable(self, group: list[dict]) -> list[dict]:
         """The group's usable micro-batches; in DDP only those every rank has, so that all
