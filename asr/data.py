@@ -44,31 +44,41 @@ def read_manifest(path: str | Path, on_error: str = "raise",
     each one's problem ("FILE:LINE: problem") is passed to `on_skip` (default: a warning on
     stderr), so the caller can count and report them.
     """
+    skipped: list[str] = []
+    utterances = list(iter_manifest(path, skipped.append if on_error == "skip" else None))
+    for problem in skipped:
+        (on_skip or _warn)(problem)
+    if not utterances:
+        raise ManifestError(f"{path}: no utterances")
+    return utterances
+
+
+def iter_manifest(path: str | Path, on_bad: Callable[[str], None] | None = None,
+                  ) -> Iterator[Utterance]:
+    """Stream a manifest's utterances line by line, in constant memory whatever its size.
+
+    A bad line raises ManifestError("FILE:LINE: problem"), or, given `on_bad`, is passed to
+    it as that message and left out.
+    """
     path = Path(path)
     if path.is_dir():
         raise ManifestError(f"{path}: is a directory, not a manifest")
     if not path.is_file():
         raise ManifestError(f"{path}: manifest not found")
-    utterances, skipped = [], []
     try:
         with path.open("rb") as lines:
             for number, raw in enumerate(lines, start=1):
                 try:
                     utterance = _parse_line(raw, path.parent)
                 except ManifestError as err:
-                    if on_error != "skip":
+                    if on_bad is None:
                         raise ManifestError(f"{path}:{number}: {err}") from None
-                    skipped.append(f"{path}:{number}: {err}")
+                    on_bad(f"{path}:{number}: {err}")
                     continue
                 if utterance is not None:
-                    utterances.append(utterance)
+                    yield utterance
     except OSError as err:
         raise ManifestError(f"{path}: cannot read ({err.strerror or err})") from None
-    for problem in skipped:
-        (on_skip or _warn)(problem)
-    if not utterances:
-        raise ManifestError(f"{path}: no utterances")
-    return utterances
 
 
 def _warn(problem: str) -> None:
@@ -178,28 +188,49 @@ def collate(items: list[tuple[torch.Tensor, torch.Tensor] | str]) -> dict:
 
 
 class DurationBatchSampler(Sampler[list[int]]):
-    """Batches of similar-duration utterances, capped by count and by total seconds."""
+    """Batches of similar-duration utterances, capped by count and by total padded seconds.
+
+    The batches are fixed once (utterances sorted by duration, cut where a cap would be
+    passed), so padding stays small; each epoch shuffles their order from `seed + epoch`.
+    `sortagrad` keeps the first epoch in increasing length (Amodei et al., Deep Speech 2):
+    short utterances first while the model is fragile.
+
+    For DDP every rank builds the same shuffled list and takes every `world_size`-th batch
+    from `rank` on. Training (`drop_last`) leaves out the last `len % world_size` batches of
+    the epoch so all ranks run the same number of steps (a rank waiting for a peer that has
+    finished would hang); evaluation keeps every batch (ranks may differ by one).
+    """
 
     def __init__(self, durations: list[float], batch_size: int, max_duration: float | None = None,
-                 shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1):
+                 shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 sortagrad: bool = False, drop_last: bool = True):
         self.batches = _make_batches(durations, batch_size, max_duration)
         self.shuffle, self.seed, self.epoch, self.start = shuffle, seed, 0, 0
         self.rank, self.world_size = rank, world_size
+        self.sortagrad, self.drop_last = sortagrad, drop_last
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         """Iterate epoch `epoch`'s order from batch `start` (a resumed run skips those done)."""
         self.epoch, self.start = epoch, start
 
     def __iter__(self) -> Iterator[list[int]]:
-        order = list(range(len(self.batches)))
-        if self.shuffle:
+        order = list(range(len(self.batches)))  # batches are built in increasing duration
+        if self.shuffle and not (self.sortagrad and self.epoch == 0):
             random.Random(self.seed + self.epoch).shuffle(order)
-        usable = len(order) - len(order) % self.world_size if self.world_size > 1 else len(order)
+        usable = len(order) - len(order) % self.world_size if self.drop_last else len(order)
         for i in order[self.rank:usable:self.world_size][self.start:]:
             yield self.batches[i]
 
     def __len__(self) -> int:
-        return len(self.batches) // self.world_size
+        if self.drop_last:
+            return len(self.batches) // self.world_size
+        return len(range(self.rank, len(self.batches), self.world_size))
+
+
+def padding_fraction(batches: list[list[int]], durations: list[float]) -> float:
+    """Share of the padded batch seconds that is padding (what duration bucketing keeps low)."""
+    padded = sum(max(durations[i] for i in batch) * len(batch) for batch in batches)
+    return 1 - sum(durations[i] for batch in batches for i in batch) / padded
 
 
 def _make_batches(durations: list[float], batch_size: int,

@@ -405,10 +405,13 @@ class SpeechTransformer(nn.Module):
         feats, frames = self.frontend(wave, lengths)
         return self.encoder(feats, frames)
 
-    def forward(self, wave: Tensor, lengths: Tensor, targets: Tensor) -> dict[str, Tensor]:
+    def forward(self, wave: Tensor, lengths: Tensor, targets: Tensor,
+                shares: tuple[float, float] = (1.0, 1.0)) -> dict[str, Tensor]:
         """Training losses for padded token `targets` (batch, max_tokens), PAD_ID as padding.
 
-        Returns the joint `loss` = (1 - w) * attention + w * CTC, both per target token.
+        Returns the joint `loss` = (1 - w) * attention + w * CTC, both per target token, each
+        weighted by its `shares`: this batch's share of the tokens of a larger step
+        (`loss_tokens`), so that gradient accumulation and DDP sum to one big batch's loss.
         """
         memory, memory_lengths = self.encode(wave, lengths)
         target_lengths = (targets != PAD_ID).sum(1)
@@ -420,13 +423,21 @@ class SpeechTransformer(nn.Module):
         att = F.cross_entropy(logits.flatten(0, 1).float(), decoder_out.flatten(),
                               ignore_index=PAD_ID, label_smoothing=self.dims.label_smoothing)
         losses = {"att": att}
-        loss = att
+        loss = att * shares[0]
         if self.ctc is not None:
             losses["ctc"] = self.ctc_loss(memory, memory_lengths, targets, target_lengths)
             w = self.dims.ctc_weight
-            loss = (1 - w) * att + w * losses["ctc"]
+            loss = (1 - w) * loss + w * (losses["ctc"] * shares[1])
         losses["loss"] = loss
         return losses
+
+    @staticmethod
+    def loss_tokens(targets: Tensor) -> tuple[int, int]:
+        """How many tokens `forward`'s two losses average over for these targets: the
+        attention loss over targets plus one EOS per utterance, CTC over the targets (at least
+        1). Training weights micro-batches by them, so accumulated steps equal one big batch."""
+        count = int((targets != PAD_ID).sum())
+        return count + len(targets), max(count, 1)
 
     def ctc_loss(self, memory: Tensor, memory_lengths: Tensor, targets: Tensor,
                  target_lengths: Tensor) -> Tensor:

@@ -3,7 +3,11 @@
 Reads manifests, learns the BPE vocabulary and the CMVN statistics from the training set,
 then runs epochs of (forward, loss, backward, clip, step); after each epoch it measures dev
 loss and dev WER, keeps the best weights (by dev WER) and the last training state, all in one
-model directory. Rank-aware (logging and saving on rank 0 only), so DDP can be added around it.
+model directory. Under torchrun with `trainer=ddp` the model is wrapped in
+DistributedDataParallel: every rank trains on its share of the same shuffled batches, rank 0
+alone logs and saves, and dev scores are computed from every rank's share (`asr.distributed`).
+`trainer.accumulate_grad_batches` sums gradients over several micro-batches per step;
+`trainer.precision` picks bf16 or fp16 (with a GradScaler) autocast on CUDA, or fp32.
 
 Crash safety: every file is written atomically, and with `trainer.save_every_steps` the
 training state (weights, optimiser, schedule, position in the epoch, python/numpy/torch RNG
@@ -11,24 +15,27 @@ states) is also saved mid-epoch, so `trainer.resume=true` after a kill continues
 the last save left off: the weights end up equal to those of an uninterrupted run.
 """
 
+import inspect
 import math
-import os
 import random
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import hydra
 import numpy as np
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, open_dict
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from asr.audio import AudioError
 from asr.augment import AugmentConfig, Augmenter
+from asr.averaging import EPOCHS, average_weights, epoch_path, save_epoch_weights, select_epochs
 from asr.checkpoint import (
     CHECKPOINT,
     TOKENIZER,
@@ -41,10 +48,23 @@ from asr.checkpoint import (
 )
 from asr.data import DurationBatchSampler, ManifestError, SpeechDataset, collate, read_manifest
 from asr.decoding import DecodingOptions
+from asr.distributed import (
+    all_reduce_min,
+    all_reduce_sum,
+    barrier,
+    distributed_device,
+    gather_objects,
+    init_distributed,
+    shutdown,
+)
 from asr.metrics import error_rate
 from asr.model import SpeechTransformer
+from asr.shards import ShardBatches
 from asr.tokenizer import Tokenizer
 from asr.transcriber import decode_texts, pick_device
+
+AVERAGED = "averaged"  # the model directory of the averaged weights, inside trainer.out_dir
+PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 class TrainingError(RuntimeError):
@@ -77,15 +97,18 @@ class Trainer:
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
-        self.rank = int(os.environ.get("RANK", 0))
+        self._check_options()
+        device = pick_device(cfg.trainer.device)
+        self.dist = init_distributed(cfg.trainer.distributed, cfg.trainer.backend, device)
+        self.device = distributed_device(device, self.dist)
+        self.rank = self.dist.rank
         self.is_main = self.rank == 0
-        self.device = pick_device(cfg.trainer.device)
         self.out_dir = Path(cfg.trainer.out_dir)
         if cfg.trainer.num_threads:
             torch.set_num_threads(cfg.trainer.num_threads)
+        if self.device.type == "cuda" and cfg.trainer.tf32:  # TF32 matmuls on Ampere and later
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         seed_everything(cfg.seed)
-        if cfg.data.on_error not in ("raise", "skip"):
-            raise TrainingError(f"data.on_error must be raise or skip, got {cfg.data.on_error!r}")
         self.skipped_lines, self.seen_bad = 0, set()
         self.train_utts = read_manifest(cfg.data.train_manifest, cfg.data.on_error, self._skip_line)
         self.dev_utts = read_manifest(cfg.data.dev_manifest, cfg.data.on_error, self._skip_line)
@@ -103,21 +126,63 @@ class Trainer:
         self.loader_rng = torch.Generator()  # keeps DataLoader seeding off the global RNG
         self.train_loader = self._loader(self.train_utts, shuffle=True)
         self.dev_loader = self._loader(self.dev_utts, shuffle=False)
-        self.optimizer = instantiate(cfg.optim, params=self.model.parameters())
+        self.optimizer = self._optimizer()
         if "total_steps" in cfg.scheduler and cfg.scheduler.total_steps is None:
             with open_dict(cfg):  # schedules that decay to an end (cosine) need to know it
-                cfg.scheduler.total_steps = cfg.trainer.max_steps or \
-                    cfg.trainer.max_epochs * len(self.train_loader)
+                cfg.scheduler.total_steps = cfg.trainer.max_steps or cfg.trainer.max_epochs * \
+                    math.ceil(len(self.train_loader) / cfg.trainer.accumulate_grad_batches)
         self.scheduler = instantiate(cfg.scheduler, optimizer=self.optimizer)
+        # fp16 gradients underflow without loss scaling; disabled, the scaler passes through
+        self.scaler = torch.amp.GradScaler(self.device.type,
+                                           enabled=cfg.trainer.precision == "fp16")
         self.state = TrainState()
         self.resumed = resuming
-        if self.is_main:
-            remove_partial_files(self.out_dir)  # temp files of writes cut short by a kill
+        if self.is_main:  # temp files of writes cut short by a kill
+            remove_partial_files(self.out_dir)
+            remove_partial_files(self.out_dir / EPOCHS)
         if resuming:
             self._resume()
         else:
             self._set_cmvn()
         self.state.skipped_lines = self.skipped_lines
+        self.train_model = self._wrap(self.model)
+        if self.dist.enabled:  # ranks draw their own dropout and augmentation
+            seed_everything(hash((cfg.seed, self.rank, self.state.step)) % 2**31)
+
+    def _check_options(self) -> None:
+        cfg = self.cfg
+        if cfg.data.on_error not in ("raise", "skip"):
+            raise TrainingError(f"data.on_error must be raise or skip, got {cfg.data.on_error!r}")
+        if cfg.trainer.precision not in PRECISIONS:
+            raise TrainingError(f"trainer.precision must be one of {', '.join(PRECISIONS)}, got "
+                                f"{cfg.trainer.precision!r}")
+        if cfg.trainer.accumulate_grad_batches < 1:
+            raise TrainingError("trainer.accumulate_grad_batches must be at least 1, got "
+                                f"{cfg.trainer.accumulate_grad_batches}")
+        if cfg.trainer.average_by not in ("last", "best"):
+            raise TrainingError(f"trainer.average_by must be last or best, got "
+                                f"{cfg.trainer.average_by!r}")
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        """`optim` from the config; on CUDA the fused kernel (one launch for all parameters)
+        of optimisers that have one (Adam, AdamW), unless trainer.fused_optimizer=false."""
+        fused = self.device.type == "cuda" and self.cfg.trainer.fused_optimizer and \
+            "fused" in inspect.signature(get_class(self.cfg.optim._target_)).parameters
+        return instantiate(self.cfg.optim, params=self.model.parameters(),
+                           **({"fused": True} if fused else {}))
+
+    def _wrap(self, model: SpeechTransformer) -> torch.nn.Module:
+        """What the training step calls: the model, in DDP across ranks, compiled on request.
+
+        Buffers (the CMVN statistics) are the same on every rank and fixed during training,
+        so DDP need not broadcast them before each forward."""
+        if self.dist.enabled:
+            model = DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                broadcast_buffers=False)
+        if self.cfg.trainer.compile:
+            model = torch.compile(model, dynamic=True)  # lengths vary: one graph for all shapes
+        return model
 
     def _tokenizer(self, resuming: bool) -> Tokenizer:
         if resuming:
@@ -126,13 +191,23 @@ class Trainer:
         return Tokenizer.train(texts, self.cfg.tokenizer.vocab_size, self.cfg.tokenizer.model_type)
 
     def _loader(self, utts, shuffle: bool) -> DataLoader:
-        """Batches of `utts`; the shuffled (training) ones augmented as `data.augment` says."""
+        """Batches of `utts`, this rank's share; the shuffled (training) ones augmented as
+        `data.augment` says and, with `data.sortagrad`, in increasing length in epoch 1."""
         data = self.cfg.data
         sampler = DurationBatchSampler([u.duration for u in utts], data.batch_size,
-                                       data.max_duration, shuffle=shuffle, seed=self.cfg.seed)
+                                       data.max_duration, shuffle=shuffle, seed=self.cfg.seed,
+                                       rank=self.rank, world_size=self.dist.world_size,
+                                       sortagrad=shuffle and data.sortagrad,
+                                       drop_last=shuffle)
         augment = AugmentConfig.from_dict(data.get("augment"))
         augmenter = Augmenter(augment, self.cfg.features.sample_rate) \
             if shuffle and augment.enabled else None
+        if shuffle and data.train_shards:  # audio from shards; an epoch as long as the manifest's
+            stream = ShardBatches(data.train_shards, self.tokenizer, self.cfg.features.sample_rate,
+                                  len(sampler), data.batch_size, data.max_duration,
+                                  seed=self.cfg.seed, rank=self.rank, augment=augmenter)
+            return DataLoader(stream, batch_size=None, num_workers=data.num_workers,
+                              pin_memory=self.device.type == "cuda", generator=self.loader_rng)
         dataset = SpeechDataset(utts, self.tokenizer, self.cfg.features.sample_rate, augmenter)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
                           num_workers=data.num_workers, pin_memory=self.device.type == "cuda",
@@ -167,6 +242,8 @@ class Trainer:
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
+        if "scaler" in ckpt:
+            self.scaler.load_state_dict(ckpt["scaler"])
         self.state = TrainState(**ckpt["state"])
         set_rng_states(ckpt.get("rng") or {"torch": ckpt["torch_rng"]})
         self.log(f"resumed from {self.out_dir / CHECKPOINT} at step {self.state.step}: epoch "
@@ -185,6 +262,9 @@ class Trainer:
         while self.state.epoch < self.cfg.trainer.max_epochs and not self._out_of_steps():
             self.train_epoch()
             self.end_epoch(self.evaluate())
+        if self.cfg.trainer.average_checkpoints:
+            self.average_checkpoints()
+        shutdown(self.dist)
         return self.state
 
     def _out_of_steps(self) -> bool:
@@ -192,9 +272,10 @@ class Trainer:
         return limit is not None and self.state.step >= limit
 
     def train_epoch(self) -> None:
-        self.model.train()
+        self.train_model.train()
         state, every = self.state, self.cfg.trainer.save_every_steps
-        sampler: DurationBatchSampler = self.train_loader.batch_sampler
+        # DurationBatchSampler, or ShardBatches when training from shards
+        sampler = self.train_loader.batch_sampler or self.train_loader.dataset
         sampler.set_epoch(state.epoch, start=state.epoch_batches)
         self.loader_rng.manual_seed(self.cfg.seed + state.epoch)  # worker seeds, per epoch
         bar = tqdm(self.train_loader, desc=f"epoch {state.epoch + 1}", total=len(sampler),
@@ -202,19 +283,18 @@ class Trainer:
                    disable=not (self.is_main and self.cfg.trainer.progress))
         last = time.perf_counter()
         window: list[float] = []  # losses since the last point of the loss curve
-        for batch in bar:
-            loss = self.train_step(batch) if self._usable(batch) else None
+        for group in micro_batch_groups(bar, self.cfg.trainer.accumulate_grad_batches):
+            loss, seconds = self.train_step(group)
             if loss is not None:
                 state.epoch_loss_sum, state.epoch_loss_count = \
                     state.epoch_loss_sum + loss, state.epoch_loss_count + 1
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
-                state.audio_seconds += batch["lengths"].sum().item() / \
-                    self.cfg.features.sample_rate
+                state.audio_seconds += seconds
             window.append(math.nan if loss is None else loss)
             if loss is not None and state.step % self.cfg.trainer.log_every == 0:
                 self._log_steps(window)
                 window = []
-            state.epoch_batches += 1
+            state.epoch_batches += len(group)
             now = time.perf_counter()
             state.train_seconds, last = state.train_seconds + now - last, now
             if every and loss is not None and state.step % every == 0:
@@ -227,26 +307,76 @@ class Trainer:
         self.state.loss_curve.append({"step": self.state.step, "train_loss": sum(losses) / len(losses),
                                  "lr": self.scheduler.get_last_lr()[0]})
 
-    def train_step(self, batch: dict[str, torch.Tensor]) -> float | None:
-        """One optimiser step; returns the loss, or None if the loss or gradients were not
-        finite (step skipped; training stops after trainer.max_bad_steps in a row)."""
-        batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
-        with self.autocast():
-            losses = self.model(batch["wave"], batch["lengths"], batch["tokens"])
-        loss = losses["loss"]
+    def train_step(self, group: list[dict]) -> tuple[float | None, float]:
+        """One optimiser step over a group of micro-batches (trainer.accumulate_grad_batches;
+        the same number on every rank): returns the step's loss and the seconds of audio learnt
+        from, or (None, 0) if nothing was usable or the loss or gradients were not finite (step
+        skipped; training stops after trainer.max_bad_steps in a row).
+
+        The model's losses are means over tokens; each micro-batch's is weighted by its share
+        (`shares`) of the tokens of the whole step, every micro-batch on every rank (as fairseq
+        normalises by its sample size), so a step is exactly the gradient of one big batch of
+        all of them: W ranks accumulating A micro-batches equal one process accumulating
+        W x A, or one batch that holds them all. DDP all-reduces on the last micro-batch's
+        backward only (`no_sync` before it).
+        """
+        used = self._agreed_usable(group)
+        if not used:
+            return None, 0.0
+        totals = self._step_tokens(used)
         self.optimizer.zero_grad(set_to_none=True)
-        if torch.isfinite(loss):
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
-                                                  self.cfg.trainer.grad_clip)
-            if torch.isfinite(norm):
-                self.optimizer.step()
-                self.scheduler.step()
-                self.state.step += 1
-                self.state.bad_streak = 0
-                return loss.item()
+        loss_sum, seconds, finite = 0.0, 0.0, True
+        for i, batch in enumerate(used):
+            seconds += batch["lengths"].sum().item() / self.cfg.features.sample_rate
+            shares = [n / total for n, total in zip(self.model.loss_tokens(batch["tokens"]),
+                                                    totals, strict=True)]
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+            last = i == len(used) - 1
+            with nullcontext() if last or not self.dist.enabled else self.train_model.no_sync():
+                with self.autocast():
+                    loss = self.train_model(batch["wave"], batch["lengths"], batch["tokens"],
+                                            shares)["loss"]
+                finite = finite and bool(torch.isfinite(loss))
+                if not finite and not self.dist.enabled:
+                    break  # alone, skip the wasted backward; in DDP every rank must all-reduce
+                # DDP divides the summed gradients by the world size: multiply it back
+                self.scaler.scale(loss * self.dist.world_size).backward()
+            loss_sum += loss.item()
+        if self.dist.enabled:  # every rank takes the same decision, on the world's numbers
+            bad, loss_sum, seconds = all_reduce_sum([float(not finite), loss_sum, seconds],
+                                                    self.device)
+            finite = bad == 0
+        if not finite:
             self.optimizer.zero_grad(set_to_none=True)
-        return self._bad_step("loss" if not torch.isfinite(loss) else "gradients")
+            return self._bad_step("loss"), 0.0
+        self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.trainer.grad_clip)
+        if not torch.isfinite(norm):
+            self.scaler.update()  # fp16: a lower loss scale for the next step
+            self.optimizer.zero_grad(set_to_none=True)
+            return self._bad_step("gradients"), 0.0
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.state.step += 1
+        self.state.bad_streak = 0
+        return loss_sum, seconds
+
+    def _step_tokens(self, used: list[dict]) -> list[int]:
+        """The tokens each loss averages over in the whole step (all micro-batches and ranks)."""
+        totals = [sum(counts) for counts in zip(*(self.model.loss_tokens(b["tokens"])
+                                                  for b in used), strict=True)]
+        if self.dist.enabled:
+            totals = [int(n) for n in all_reduce_sum(totals, self.device)]
+        return totals
+
+    def _agreed_usable(self, group: list[dict]) -> list[dict]:
+        """The group's usable micro-batches; in DDP only those every rank has, so that all
+        ranks run the same forward/backward passes (a rank left out would hang the others)."""
+        usable = [int(self._usable(batch)) for batch in group]
+        if self.dist.enabled:
+            usable = all_reduce_min(usable, self.device)
+        return [batch for batch, ok in zip(group, usable, strict=True) if ok]
 
     def _bad_step(self, what: str) -> None:
         state, limit = self.state, self.cfg.trainer.max_bad_steps
@@ -262,13 +392,16 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """The state to resume from: after an epoch, and every trainer.save_every_steps."""
         if self.is_main:
+            scaler = {"scaler": self.scaler.state_dict()} if self.scaler.is_enabled() else {}
             save_torch({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                         "scheduler": self.scheduler.state_dict(), "state": asdict(self.state),
-                        "rng": rng_states()}, self.out_dir / CHECKPOINT)
+                        "rng": rng_states(), **scaler}, self.out_dir / CHECKPOINT)
 
     def autocast(self) -> torch.autocast:
-        enabled = self.device.type == "cuda" and self.cfg.trainer.precision == "bf16"
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled)
+        """bf16 or fp16 autocast on CUDA (trainer.precision); CPU runs in fp32."""
+        dtype = PRECISIONS[self.cfg.trainer.precision]
+        enabled = self.device.type == "cuda" and dtype != torch.float32
+        return torch.autocast(self.device.type, dtype=dtype, enabled=enabled)
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -278,7 +411,7 @@ class Trainer:
         for batch in self.dev_loader:
             if not self._usable(batch):
                 continue
-            batch = {k: v.to(self.device) for k, v in batch.items()}
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             with self.autocast():
                 losses = self.model(batch["wave"], batch["lengths"], batch["tokens"])
                 texts = decode_texts(self.model, self.tokenizer, batch["wave"], batch["lengths"],
@@ -287,6 +420,10 @@ class Trainer:
             refs = [self.tokenizer.decode(row.tolist()) for row in batch["tokens"]]
             pairs.extend(zip(refs, texts, strict=True))
             batches += 1
+        if self.dist.enabled:  # each rank scored its share of dev: the scores need all of it
+            shares = gather_objects((loss_sum, batches, pairs), self.dist)
+            loss_sum, batches = sum(s[0] for s in shares), sum(s[1] for s in shares)
+            pairs = [pair for share in shares for pair in share[2]]
         return {"dev_loss": loss_sum / max(batches, 1), "dev_wer": error_rate(pairs)}
 
     def end_epoch(self, dev: dict[str, float]) -> None:
@@ -315,10 +452,43 @@ class Trainer:
             return
         if improved:
             save_model_dir(self.out_dir, self.model, self.tokenizer, self.cfg)
+        keep = max(self.cfg.trainer.keep_checkpoints, self.cfg.trainer.average_checkpoints)
+        if keep:
+            save_epoch_weights(self.out_dir, self.model.state_dict(), state.history, keep)
         self.save_checkpoint()
         save_metrics(self.out_dir, {"best_dev_wer": state.best_wer, "steps": state.step,
                                     "audio_sec_per_sec": rate, "epochs": state.history,
                                     "loss_curve": state.loss_curve})
+
+    def average_checkpoints(self) -> dict[str, float]:
+        """Average the kept weights of the last (or best) trainer.average_checkpoints epochs,
+        score them on dev like any epoch and write them as the model directory OUT/averaged."""
+        n, by = self.cfg.trainer.average_checkpoints, self.cfg.trainer.average_by
+        barrier(self.dist)  # rank 0 has written the last epoch's weights
+        epochs = select_epochs(self.state.history, n, by)
+        self.model.load_state_dict(average_weights([epoch_path(self.out_dir, e) for e in epochs]))
+        dev = self.evaluate()
+        self.log(f"averaged the {by} {len(epochs)} epoch(s) {epochs}: dev loss "
+                 f"{dev['dev_loss']:.3f}, dev WER {100 * dev['dev_wer']:.2f}% (best single epoch "
+                 f"{100 * self.state.best_wer:.2f}%); model in {self.out_dir / AVERAGED}")
+        if self.is_main:
+            save_model_dir(self.out_dir / AVERAGED, self.model, self.tokenizer, self.cfg)
+            save_metrics(self.out_dir / AVERAGED, {"averaged_epochs": epochs, "by": by, **dev,
+                                                   "best_single_dev_wer": self.state.best_wer})
+        return dev
+
+
+def micro_batch_groups(batches, size: int):
+    """Consecutive groups of `size` batches (the last one may be shorter)."""
+    group = []
+    for batch in batches:
+        group.append(batch)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
+
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)

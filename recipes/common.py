@@ -12,7 +12,6 @@ rate measures a speaker or a sentence the model never heard. Two ways to assign 
 
 import argparse
 import hashlib
-import io
 import json
 import shutil
 import tarfile
@@ -67,24 +66,26 @@ def write_manifests(out: Path, entries: Mapping[str, list[dict]],
 def download(url: str, dest: Path, marker: str) -> Path:
     """Fetch an archive (zip or tar.gz) from `url` and unpack it into `dest`, once.
 
-    Skipped when `dest/marker` exists (a previous complete run). The archive is unpacked into
-    a temporary folder beside `dest` and renamed into place, so an interrupted download never
+    Skipped when `dest/marker` exists (a previous complete run). The archive is streamed to a
+    temporary file (LibriSpeech's are 6-30 GB: never held in memory), unpacked into a
+    temporary folder beside `dest` and renamed into place, so an interrupted download never
     leaves a half-filled corpus that a later run would take for complete.
     """
     if (dest / marker).exists():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     print(f"downloading {url} -> {dest}")
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 (fixed URLs)
-            payload = response.read()
-    except OSError as err:
-        raise SystemExit(f"error: cannot download {url} ({err}); pass a local copy with "
-                         "--root") from None
     staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
     try:
-        _unpack(payload, url, staging)
-        found = sorted(staging.rglob(marker))
+        archive = staging / "archive"
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, archive.open("wb") as f:  # noqa: S310 (fixed URLs)
+                shutil.copyfileobj(response, f, length=1 << 20)
+        except OSError as err:
+            raise SystemExit(f"error: cannot download {url} ({err}); pass a local copy with "
+                             "--root") from None
+        _unpack(archive, url, staging / "unpacked")
+        found = sorted((staging / "unpacked").rglob(marker))
         if not found:
             raise SystemExit(f"error: {url}: archive holds no {marker!r}")
         # GitHub archives wrap everything in one `repo-branch/` folder: use the marker's parent.
@@ -97,17 +98,17 @@ def download(url: str, dest: Path, marker: str) -> Path:
     return dest
 
 
-def _unpack(payload: bytes, url: str, into: Path) -> None:
-    """Extract a zip or tar(.gz) archive held in memory, refusing paths that leave `into`."""
-    if zipfile.is_zipfile(io.BytesIO(payload)):
-        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-            for name in archive.namelist():
+def _unpack(archive: Path, url: str, into: Path) -> None:
+    """Extract a zip or tar(.gz) archive file, refusing paths that leave `into`."""
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as opened:
+            for name in opened.namelist():
                 _check_member(name, into, url)
-            archive.extractall(into)
+            opened.extractall(into)
         return
     try:
-        with tarfile.open(fileobj=io.BytesIO(payload)) as archive:
-            archive.extractall(into, filter="data")
+        with tarfile.open(archive) as opened:
+            opened.extractall(into, filter="data")
     except tarfile.TarError as err:
         raise SystemExit(f"error: {url}: not a zip or tar archive ({err})") from None
 

@@ -1,10 +1,11 @@
 """Manifests (NeMo convention, relative paths, clear errors) and duration-bucketed batches."""
 
 import json
+import random
 
 import pytest
 
-from asr.data import DurationBatchSampler, ManifestError, read_manifest
+from asr.data import DurationBatchSampler, ManifestError, padding_fraction, read_manifest
 from conftest import fsdd_file
 
 
@@ -68,3 +69,60 @@ def test_batches_cover_everything_once_and_respect_caps():
     halves = [list(DurationBatchSampler(durations, 8, 12.0, seed=3, rank=r, world_size=2))
               for r in (0, 1)]
     assert not {tuple(b) for b in halves[0]} & {tuple(b) for b in halves[1]}
+
+
+DURATIONS = [0.4 + (i * 37 % 101) / 20 for i in range(203)]  # 0.4-5.4 s, no two batches alike
+
+
+def test_every_utterance_once_per_epoch_within_the_duration_cap():
+    sampler = DurationBatchSampler(DURATIONS, batch_size=16, max_duration=20.0, seed=1)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert sorted(i for b in batches for i in b) == list(range(len(DURATIONS)))
+        assert all(max(DURATIONS[i] for i in b) * len(b) <= 20.0 for b in batches)
+        assert len(batches) == len(sampler)
+
+
+def test_duration_buckets_pad_less_than_random_batches():
+    sampler = DurationBatchSampler(DURATIONS, batch_size=16, max_duration=20.0, seed=1)
+    bucketed = padding_fraction(list(sampler), DURATIONS)
+    order = random.Random(1).sample(range(len(DURATIONS)), len(DURATIONS))
+    sizes = [len(b) for b in sampler]  # the same batch sizes, filled at random
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
+    shuffled = [order[s:s + n] for s, n in zip(starts, sizes, strict=True)]
+    assert bucketed < 0.05 < 0.3 < padding_fraction(shuffled, DURATIONS)
+
+
+def test_sortagrad_first_epoch_in_increasing_length_then_shuffled():
+    sampler = DurationBatchSampler(DURATIONS, batch_size=16, max_duration=20.0, sortagrad=True)
+    first = [max(DURATIONS[i] for i in b) for b in sampler]
+    assert first == sorted(first)
+    sampler.set_epoch(1)
+    second = [max(DURATIONS[i] for i in b) for b in sampler]
+    assert second != sorted(second) and sorted(second) == first
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_ranks_share_one_shuffled_list_and_step_together(world_size):
+    """Training: each rank the same number of batches, disjoint, all but < world_size of
+    them used; evaluation: every batch on exactly one rank."""
+    every = DurationBatchSampler(DURATIONS, 16, 20.0, seed=5)
+    every.set_epoch(2)
+    batches = [tuple(b) for b in every]
+    shards = []
+    for rank in range(world_size):
+        sampler = DurationBatchSampler(DURATIONS, 16, 20.0, seed=5, rank=rank,
+                                       world_size=world_size)
+        sampler.set_epoch(2)
+        shards.append([tuple(b) for b in sampler])
+        assert len(shards[-1]) == len(sampler) == len(batches) // world_size
+    used = [b for shard in shards for b in shard]
+    assert len(set(used)) == len(used) and set(used) <= set(batches)
+    assert len(batches) - len(used) == len(batches) % world_size
+    assert [shard[k] for k in range(len(shards[0])) for shard in shards] == \
+        batches[:len(used)]  # step k of the world = the next world_size batches of one list
+    dev = [list(DurationBatchSampler(DURATIONS, 16, 20.0, shuffle=False, rank=rank,
+                                     world_size=world_size, drop_last=False))
+           for rank in range(world_size)]
+    assert sorted(i for shard in dev for b in shard for i in b) == list(range(len(DURATIONS)))

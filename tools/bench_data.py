@@ -15,7 +15,7 @@ import sys
 
 from torch.utils.data import DataLoader
 
-from asr.data import DurationBatchSampler, SpeechDataset, Utterance, collate
+from asr.data import DurationBatchSampler, SpeechDataset, Utterance, collate, padding_fraction
 from asr.model import ModelDimensions
 from bench_common import (
     alternate,
@@ -38,12 +38,6 @@ def random_batches(count: int, batch_size: int, seed: int) -> list[list[int]]:
     order = list(range(count))
     random.Random(seed).shuffle(order)
     return [order[i:i + batch_size] for i in range(0, count, batch_size)]
-
-
-def padding_waste(batches: list[list[int]], durations: list[float]) -> float:
-    """Share of the computed (padded) audio that is padding."""
-    padded = sum(max(durations[i] for i in b) * len(b) for b in batches)
-    return 1 - sum(durations) / padded
 
 
 class Epoch:
@@ -92,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     rows, results = [], {}
     for name, batches in batchings.items():
         t = median(times[name])
-        waste = padding_waste(batches, durations)
+        waste = padding_fraction(batches, durations)
         rows.append([name, len(batches), f"{100 * waste:.1f}%", f"{audio / t:.1f}",
                      f"{base / t:.2f}x"])
         results[name] = {"batches": len(batches), "padding_waste": waste,
