@@ -15,7 +15,6 @@ states) is also saved mid-epoch, so `trainer.resume=true` after a kill continues
 the last save left off: the weights end up equal to those of an uninterrupted run.
 """
 
-import inspect
 import math
 import random
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 import hydra
 import numpy as np
 import torch
-from hydra.utils import get_class, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
@@ -126,7 +125,7 @@ class Trainer:
         self.loader_rng = torch.Generator()  # keeps DataLoader seeding off the global RNG
         self.train_loader = self._loader(self.train_utts, shuffle=True)
         self.dev_loader = self._loader(self.dev_utts, shuffle=False)
-        self.optimizer = self._optimizer()
+        self.optimizer = instantiate(cfg.optim, params=self.model.parameters())
         if "total_steps" in cfg.scheduler and cfg.scheduler.total_steps is None:
             with open_dict(cfg):  # schedules that decay to an end (cosine) need to know it
                 cfg.scheduler.total_steps = cfg.trainer.max_steps or cfg.trainer.max_epochs * \
@@ -162,14 +161,6 @@ class Trainer:
         if cfg.trainer.average_by not in ("last", "best"):
             raise TrainingError(f"trainer.average_by must be last or best, got "
                                 f"{cfg.trainer.average_by!r}")
-
-    def _optimizer(self) -> torch.optim.Optimizer:
-        """`optim` from the config; on CUDA the fused kernel (one launch for all parameters)
-        of optimisers that have one (Adam, AdamW), unless trainer.fused_optimizer=false."""
-        fused = self.device.type == "cuda" and self.cfg.trainer.fused_optimizer and \
-            "fused" in inspect.signature(get_class(self.cfg.optim._target_)).parameters
-        return instantiate(self.cfg.optim, params=self.model.parameters(),
-                           **({"fused": True} if fused else {}))
 
     def _wrap(self, model: SpeechTransformer) -> torch.nn.Module:
         """What the training step calls: the model, in DDP across ranks, compiled on request.
