@@ -26,6 +26,7 @@ from asr.checkpoint import (
 )
 
 EPOCHS = "epochs"
+AVERAGED = "averaged"  # the averaged weights' model directory, inside the run's
 SELECTIONS = ("last", "best")
 
 
@@ -77,6 +78,18 @@ def average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
             for name, t in weights.items()}
 
 
+def average_epochs(model_dir: Path, history: list[dict], n: int,
+                   by: str) -> tuple[list[int], dict[str, torch.Tensor]]:
+    """The epochs `select_epochs` picks from `history` and the mean of their kept weights."""
+    epochs = select_epochs(history, n, by)
+    paths = [epoch_path(model_dir, e) for e in epochs]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise ModelDirError(f"{Path(model_dir) / EPOCHS}: missing {', '.join(missing)} (train "
+                            f"with trainer.keep_checkpoints>={n} to keep them)")
+    return epochs, average_weights(paths)
+
+
 def average_model_dir(model_dir: Path, n: int, by: str, out: Path) -> list[int]:
     """Write `out`, a model directory (config, tokenizer, averaged weights) from `model_dir`'s
     kept epochs; returns the epochs averaged."""
@@ -85,14 +98,9 @@ def average_model_dir(model_dir: Path, n: int, by: str, out: Path) -> list[int]:
         history = json.loads((model_dir / METRICS).read_text())["epochs"]
     except (OSError, ValueError, KeyError) as err:
         raise ModelDirError(f"{model_dir / METRICS}: no per-epoch history ({err})") from None
-    epochs = select_epochs(history, n, by)
-    paths = [epoch_path(model_dir, e) for e in epochs]
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
-        raise ModelDirError(f"{model_dir / EPOCHS}: missing {', '.join(missing)} (train with "
-                            f"trainer.keep_checkpoints>={n} to keep them)")
+    epochs, weights = average_epochs(model_dir, history, n, by)
     model, tokenizer, config = load_model_dir(model_dir)
-    model.load_state_dict(average_weights(paths))
+    model.load_state_dict(weights)
     save_model_dir(Path(out), model, tokenizer, config)
     save_metrics(Path(out), {"averaged_epochs": epochs, "by": by, "source": str(model_dir)})
     return epochs

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from asr.audio import AudioError
 from asr.augment import AugmentConfig, Augmenter
-from asr.averaging import EPOCHS, average_weights, epoch_path, save_epoch_weights, select_epochs
+from asr.averaging import AVERAGED, EPOCHS, average_epochs, save_epoch_weights
 from asr.checkpoint import (
     CHECKPOINT,
     TOKENIZER,
@@ -62,7 +62,6 @@ from asr.shards import ShardBatches
 from asr.tokenizer import Tokenizer
 from asr.transcriber import decode_texts, pick_device
 
-AVERAGED = "averaged"  # the model directory of the averaged weights, inside trainer.out_dir
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -456,8 +455,8 @@ class Trainer:
         score them on dev like any epoch and write them as the model directory OUT/averaged."""
         n, by = self.cfg.trainer.average_checkpoints, self.cfg.trainer.average_by
         barrier(self.dist)  # rank 0 has written the last epoch's weights
-        epochs = select_epochs(self.state.history, n, by)
-        self.model.load_state_dict(average_weights([epoch_path(self.out_dir, e) for e in epochs]))
+        epochs, weights = average_epochs(self.out_dir, self.state.history, n, by)
+        self.model.load_state_dict(weights)
         dev = self.evaluate()
         self.log(f"averaged the {by} {len(epochs)} epoch(s) {epochs}: dev loss "
                  f"{dev['dev_loss']:.3f}, dev WER {100 * dev['dev_wer']:.2f}% (best single epoch "

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from asr.averaging import average_model_dir  # noqa: E402
+from asr.averaging import AVERAGED, average_model_dir  # noqa: E402
 from asr.checkpoint import ModelDirError  # noqa: E402
 
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     n, by = (args.last, "last") if args.last is not None else (args.best, "best")
     if n < 1:
         parser.error(f"--{by} must be at least 1")
-    out = args.out or args.model / "averaged"
+    out = args.out or args.model / AVERAGED
     try:
         epochs = average_model_dir(args.model, n, by, out)
     except (ModelDirError, ValueError) as err:
