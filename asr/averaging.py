@@ -26,7 +26,7 @@ from asr.checkpoint import (
 )
 
 EPOCHS = "epochs"
-AVERAGED = "averaged"  # the averaged weights' model directory, inside the run's
+AVERAGED = "averaged"  # where the averaged weights go, inside the run's out_dir
 SELECTIONS = ("last", "best")
 
 
