@@ -134,6 +134,12 @@ class Inference:
     def select(self, rows: Tensor) -> None:
         """Continue with these hypotheses (rows of the previous step's batch)."""
 
+    def keep(self, utterances: Tensor, rows: Tensor) -> None:
+        """Go on with these utterances only (and `rows`, their hypotheses): the others ended."""
+        frames = int(self.memory_lengths[utterances].max())
+        self.memory = self.memory[utterances, :frames]
+        self.memory_lengths = self.memory_lengths[utterances]
+
 
 class FullInference(Inference):
     """No cache: every step runs the decoder over the whole prefix."""
@@ -156,6 +162,11 @@ class CachedInference(Inference):
 
     def select(self, rows: Tensor) -> None:
         self.cache.select(rows)
+
+    def keep(self, utterances: Tensor, rows: Tensor) -> None:
+        super().keep(utterances, rows)
+        self.cache.select(rows)
+        self.cache.keep_sources(utterances, self.memory.shape[1])
 
 
 class CTCPrefixScorer:
@@ -215,6 +226,18 @@ class CTCPrefixScorer:
                                       self.r_n[:, :-1] - blank[:, :-1]], -1).logcumsumexp(-1)
         self.last = candidates[rows, choice]
         self.empty = torch.zeros_like(self.empty)
+
+    def keep(self, utterances: Tensor, rows: Tensor) -> None:
+        """Go on with these utterances (and `rows`, their hypotheses) only, and only as many
+        frames as the longest of them: later frames never change earlier forward variables."""
+        frames = int(self.last_frame[rows].max()) + 1
+        group = len(rows) // len(utterances)
+        self.log_probs = self.log_probs[utterances, :frames]
+        self.utt = torch.arange(len(utterances), device=rows.device).repeat_interleave(group)
+        self.valid, self.blank_cum = self.valid[rows, :frames], self.blank_cum[rows, :frames]
+        self.r_n, self.r_b = self.r_n[rows, :frames], self.r_b[rows, :frames]
+        self.last_frame, self.last, self.empty = self.last_frame[rows], self.last[rows], self.empty[rows]
+        self._pending = None
 
     def _start(self) -> Tensor:
         """log P of reaching frame 0 with nothing emitted: 0 for the empty prefix only."""
@@ -301,6 +324,16 @@ class Scorer:
         if self.ctc is not None:
             self.ctc.select(rows, choice)
 
+    def keep(self, utterances: Tensor) -> Tensor:
+        """Drop the utterances that ended (keep these, in this order) so that later steps cost
+        only what the live ones need; returns the rows of their hypotheses."""
+        rows = (utterances[:, None] * self.group
+                + torch.arange(self.group, device=utterances.device)).flatten()
+        self.inference.keep(utterances, rows)
+        if self.ctc is not None:
+            self.ctc.keep(utterances, rows)
+        return rows
+
 
 class GreedySearch:
     """The best next token, one hypothesis per utterance."""
@@ -308,24 +341,29 @@ class GreedySearch:
     group = 1
 
     def run(self, scorer: Scorer, max_tokens: Tensor) -> list[list[int]]:
-        batch = len(max_tokens)
         device = max_tokens.device
-        tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
-        att = torch.zeros(batch, device=device)
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
-        rows = torch.arange(batch, device=device)
+        results: list[list[int]] = [[] for _ in max_tokens]
+        active = torch.arange(len(max_tokens), device=device)  # utterance of each row
+        tokens = torch.full((len(active), 1), BOS_ID, dtype=torch.long, device=device)
+        att = torch.zeros(len(active), device=device)
         for step in range(int(max_tokens.max()) + 1):
             candidates, att_next, joint = scorer.candidates(tokens, step >= max_tokens, att)
+            rows = torch.arange(len(active), device=device)
             choice = joint.argmax(-1)
-            next_token = candidates[rows, choice]
             att = att_next[rows, choice]
-            next_token = torch.where(done, PAD_ID, next_token)
-            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-            done |= next_token == EOS_ID
+            tokens = torch.cat([tokens, candidates[rows, choice][:, None]], dim=1)
+            done = tokens[:, -1] == EOS_ID
+            for row in done.nonzero()[:, 0].tolist():
+                results[int(active[row])] = _strip(tokens[row, 1:].tolist())
             if done.all():
                 break
             scorer.select(rows, choice, reordered=False)
-        return [_strip(row[1:].tolist()) for row in tokens]
+            if done.any():  # go on with the utterances still speaking only
+                live = (~done).nonzero()[:, 0]
+                tokens, att, max_tokens, active = (tokens[live], att[live], max_tokens[live],
+                                                   active[live])
+                scorer.keep(live)
+        return results
 
 
 class BeamSearch:
@@ -346,19 +384,25 @@ class BeamSearch:
         alive = torch.zeros(batch, beam, device=device)
         alive[:, 1:] = -math.inf  # all beams start identical: expand only the first
         finished = [_Finished() for _ in range(batch)]
+        active = list(range(batch))  # utterance of each group of `beam` rows
         for step in range(int(max_tokens.max()) + 1):
             candidates, att_next, joint = scorer.candidates(tokens, step >= limit, att)
             pre_beam = candidates.shape[1]
-            joint = (joint + alive.reshape(-1, 1)).reshape(batch, -1)
+            joint = (joint + alive.reshape(-1, 1)).reshape(len(active), -1)
             top_scores, top_index = joint.topk(min(2 * beam, joint.shape[1]), dim=1)
-            picked, alive = self._select(top_scores, top_index, candidates, tokens, finished,
-                                         step)
+            picked, alive = self._select(top_scores, top_index, candidates, tokens,
+                                         [finished[b] for b in active], step)
             if all(f.done for f in finished):
                 break
             rows, choice = picked // pre_beam, picked % pre_beam
             att = att_next[rows, choice]
             tokens = torch.cat([tokens[rows], candidates[rows, choice][:, None]], dim=1)
             scorer.select(rows, choice)
+            live = [i for i, b in enumerate(active) if not finished[b].done]
+            if len(live) < len(active):  # go on with the utterances still searching only
+                rows = scorer.keep(torch.tensor(live, device=device))
+                tokens, att, limit = tokens[rows], att[rows], limit[rows]
+                alive, active = alive[live], [active[i] for i in live]
         return [f.best() for f in finished]
 
     def _select(self, top_scores: Tensor, top_index: Tensor, candidates: Tensor, tokens: Tensor,

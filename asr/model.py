@@ -215,11 +215,17 @@ class DecoderCache:
         for cache in self.self_attn:
             cache.select(rows)
 
+    def keep_sources(self, utterances: Tensor, frames: int) -> None:
+        """Keep the encoder keys/values of these utterances, cut to `frames` (when the
+        others, and with them the longest, have ended)."""
+        for cache in self.cross_attn:
+            cache.select(utterances)
+            if cache.k is not None:
+                cache.k, cache.v = cache.k[:, :, :frames], cache.v[:, :, :frames]
+
 
 def _positions(given: Tensor | None, length: int, device: torch.device) -> Tensor:
     return given if given is not None else torch.arange(length, device=device)
-
-
 
 
 class ResidualAttentionBlock(nn.Module):
