@@ -183,11 +183,13 @@ class CTCPrefixScorer:
         log_probs = logits.double().log_softmax(-1)  # (batch, frames, vocab)
         frames = log_probs.shape[1]
         valid = torch.arange(frames, device=logits.device)[None] < lengths[:, None]
-        self.log_probs = log_probs.masked_fill(~valid[..., None], 0.0)  # padding adds nothing
+        # (batch, vocab, frames): a candidate's log-probabilities over time are one contiguous
+        # row, so gathering them for every hypothesis copies rows, not single numbers
+        self.log_probs = log_probs.masked_fill(~valid[..., None], 0.0).transpose(1, 2).contiguous()
         self.utt = torch.arange(len(lengths), device=logits.device).repeat_interleave(group)
         self.valid = valid[self.utt]  # (hyps, frames)
         self.last_frame = (lengths - 1)[self.utt]
-        blank = self.log_probs[self.utt, :, PAD_ID]
+        blank = self.log_probs[self.utt, PAD_ID]
         self.blank_cum = blank.cumsum(-1)  # B[t] = sum of blank log-probs up to t
         self.r_n = torch.full_like(blank, -math.inf)  # the empty prefix: all frames blank
         self.r_b = self.blank_cum.clone()
@@ -202,8 +204,7 @@ class CTCPrefixScorer:
         score needs only phi (the paths into the new token); the forward variables, the
         costly part, are computed in `select` for the chosen candidates alone.
         """
-        x = self.log_probs[self.utt[:, None, None], torch.arange(self.log_probs.shape[1],
-                           device=candidates.device)[None, None], candidates[..., None]]  # (N,K,T)
+        x = self.log_probs[self.utt[:, None], candidates]  # (hyps, K, frames)
         both = torch.logaddexp(self.r_n, self.r_b)
         phi = torch.where((candidates == self.last[:, None])[..., None], self.r_b[:, None],
                           both[:, None])  # paths into c: a repeat of the last token needs a blank
@@ -232,7 +233,7 @@ class CTCPrefixScorer:
         frames as the longest of them: later frames never change earlier forward variables."""
         frames = int(self.last_frame[rows].max()) + 1
         group = len(rows) // len(utterances)
-        self.log_probs = self.log_probs[utterances, :frames]
+        self.log_probs = self.log_probs[utterances, :, :frames]
         self.utt = torch.arange(len(utterances), device=rows.device).repeat_interleave(group)
         self.valid, self.blank_cum = self.valid[rows, :frames], self.blank_cum[rows, :frames]
         self.r_n, self.r_b = self.r_n[rows, :frames], self.r_b[rows, :frames]

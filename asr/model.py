@@ -40,20 +40,34 @@ class ModelDimensions:
     norm: str = "pre"  # "pre" (Pre-LN), "post" (Post-LN) or "tfixup" (no LayerNorm, T-Fixup init)
     ctc_weight: float = 0.3  # joint CTC loss weight; 0 removes the CTC head
     label_smoothing: float = 0.1
-    pos: str = "sinusoidal"  # "sinusoidal" (added to embeddings), "relative" (Shaw) or "rope"
+    # "sinusoidal" (added to the embeddings), "relative" (Shaw) or "rope" (both inside
+    # self-attention), or the absolute code plus one of those: "sinusoidal+rope"
+    pos: str = "sinusoidal"
     max_relative_distance: int = 16  # Shaw et al.'s clipping distance k, for pos == "relative"
     attention: str = "full"  # encoder self-attention span: "full" or "local"
     attention_window: int = 16  # local attention: positions seen on each side of a position
 
     def __post_init__(self) -> None:
         for name, choices in (("norm", ("pre", "post", "tfixup")),
-                              ("pos", ("sinusoidal", "relative", "rope")),
+                              ("pos", ("sinusoidal", "relative", "rope", "sinusoidal+relative",
+                                       "sinusoidal+rope")),
                               ("attention", ("full", "local"))):
             if getattr(self, name) not in choices:
                 raise ValueError(f"model.{name} must be {', '.join(choices[:-1])} or {choices[-1]}, "
                                  f"got {getattr(self, name)!r}")
         if self.attention == "local" and self.attention_window < 1:
             raise ValueError(f"model.attention_window must be >= 1, got {self.attention_window}")
+
+    @property
+    def absolute_pos(self) -> bool:
+        """Whether the sinusoidal code is added to the encoder and decoder embeddings."""
+        return self.pos.startswith("sinusoidal")
+
+    @property
+    def attention_pos(self) -> str | None:
+        """"rope" or "relative" when positions act inside self-attention, else None."""
+        inside = self.pos.removeprefix("sinusoidal").removeprefix("+")
+        return inside or None
 
 
 def sinusoids(length: int, channels: int, device: torch.device | None = None) -> Tensor:
@@ -239,8 +253,8 @@ class ResidualAttentionBlock(nn.Module):
         d = dims.d_model
         self.pre_norm = dims.norm != "post"
         norm = nn.LayerNorm if dims.norm != "tfixup" else (lambda _: nn.Identity())
-        pos = dims.pos if dims.pos in ("relative", "rope") else None
-        self.attn = MultiHeadAttention(d, dims.n_head, pos, dims.max_relative_distance, window)
+        self.attn = MultiHeadAttention(d, dims.n_head, dims.attention_pos,
+                                       dims.max_relative_distance, window)
         self.attn_ln = norm(d)
         self.cross_attn = MultiHeadAttention(d, dims.n_head) if cross_attention else None
         self.cross_attn_ln = norm(d) if cross_attention else None
@@ -312,7 +326,7 @@ class AudioEncoder(nn.Module):
             feats = F.pad(feats, (0, 0, 0, 7 - feats.shape[1]))
         x, lengths = self.subsample(feats, lengths)
         x = self.embed(x) * self.scale  # as token embeddings are scaled, so the position
-        if self.dims.pos == "sinusoidal":  # code does not dominate
+        if self.dims.absolute_pos:  # code does not dominate
             x = x + sinusoids(x.shape[1], x.shape[2], x.device)
         x = self.drop(x)
         mask = padding_mask(lengths, x.shape[1])[:, None, None, :]
@@ -327,7 +341,7 @@ class TextDecoder(nn.Module):
     def __init__(self, dims: ModelDimensions) -> None:
         super().__init__()
         self.scale = math.sqrt(dims.d_model)
-        self.absolute = dims.pos == "sinusoidal"
+        self.absolute = dims.absolute_pos
         self.token_embedding = nn.Embedding(dims.n_vocab, dims.d_model, padding_idx=PAD_ID)
         nn.init.normal_(self.token_embedding.weight, std=dims.d_model**-0.5)
         self.drop = nn.Dropout(dims.dropout)

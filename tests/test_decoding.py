@@ -60,7 +60,7 @@ def test_cache_gives_the_same_hypotheses_on_a_trained_model(overfit_model):
             assert [tokenizer.decode(ids) for ids in cached] == texts
 
 
-@pytest.mark.parametrize("pos", ["sinusoidal", "rope", "relative"])
+@pytest.mark.parametrize("pos", ["sinusoidal", "rope", "relative", "sinusoidal+rope"])
 def test_cached_decoder_logits_match_the_full_pass(pos):
     """With every position encoding: the cache places new tokens at their true offset."""
     model = make_model(pos=pos)

@@ -121,7 +121,8 @@ def test_tfixup_scales_its_xavier_init_by_depth():
 
 @pytest.mark.parametrize(("option", "message"), [
     ({"norm": "rms"}, "model.norm must be pre, post or tfixup, got 'rms'"),
-    ({"pos": "alibi"}, "model.pos must be sinusoidal, relative or rope, got 'alibi'"),
+    ({"pos": "alibi"}, "model.pos must be sinusoidal, relative, rope, sinusoidal\\+relative or "
+                        "sinusoidal\\+rope, got 'alibi'"),
     ({"attention": "sparse"}, "model.attention must be full or local, got 'sparse'"),
     ({"attention": "local", "attention_window": 0}, "model.attention_window must be >= 1"),
 ])
@@ -181,3 +182,15 @@ def test_padding_does_not_change_outputs(norm, pos, attention):
     together = model.decoder(tokens, memory, memory_lengths)
     assert torch.allclose(together[0], model.decoder(tokens[:1], alone_memory, alone_lengths)[0],
                           atol=1e-5)
+
+
+@pytest.mark.parametrize(("pos", "absolute", "inside"), [
+    ("sinusoidal", True, None), ("rope", False, "rope"), ("relative", False, "relative"),
+    ("sinusoidal+rope", True, "rope"), ("sinusoidal+relative", True, "relative")])
+def test_absolute_and_attention_positions_combine(pos, absolute, inside):
+    model = tiny(pos=pos)
+    assert (model.dims.absolute_pos, model.dims.attention_pos) == (absolute, inside)
+    assert model.decoder.absolute == absolute
+    for block in [*model.encoder.blocks, *model.decoder.blocks]:
+        assert (block.attn.rotary is not None) == (inside == "rope")
+        assert (block.attn.relative is not None) == (inside == "relative")
