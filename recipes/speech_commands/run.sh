@@ -10,6 +10,7 @@ model=exp/speech_commands
 
 $py -m recipes.speech_commands.prepare ${ROOT:+--root "$ROOT"} --out "$data"
 $py -m asr.train data=speech_commands data.root="$data" trainer.out_dir="$model" model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=64 data.batch_size=8 \
-  scheduler.warmup_steps=400 trainer.max_epochs=16 data.augment.speed.enabled=true \
-  data.augment.noise.enabled=true data.augment.gain.enabled=true "$@"
+  scheduler.warmup_steps=400 trainer.max_epochs=40 data.augment.speed.enabled=true \
+  data.augment.noise.enabled=true data.augment.gain.enabled=true \
+  trainer.keep_checkpoints=5 trainer.average_checkpoints=5 "$@"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" --json "$model/test_results.json"
