@@ -7,7 +7,10 @@
 
 `lr` draws the schedules of asr/scheduler.py themselves (not copies of their formulas);
 `attention` runs a trained model on one utterance and draws its spectrogram, the encoder's
-self-attention and the decoder's cross-attention (the alignment of tokens to frames).
+self-attention and every head of the decoder's cross-attention (the alignment of tokens to
+frames). Heads specialise: as in whisper's "alignment heads", a few follow the speech
+monotonically while others attend to anchors, and the mean of heads blurs the two, so each
+head is drawn with its monotonicity (correlation of token order and attended frame).
 """
 
 import argparse
@@ -100,13 +103,17 @@ def first_dev_utterance(config) -> Path:
 
 
 def capture_attention(model, wave: torch.Tensor, lengths: torch.Tensor) -> dict:
-    """Decode greedily, then rerun the decoder on its own output, keeping attention weights."""
+    """Decode greedily, then rerun the decoder on its own output, keeping attention weights.
+
+    The encoder's last layer is kept as the mean of its heads; each cross-attention layer
+    keeps all heads, (heads, tokens, frames).
+    """
     weights: dict[str, torch.Tensor] = {}
 
     def keep(name):
         def hook(module, args, kwargs):
             kwargs = {k: v for k, v in kwargs.items() if k != "cache"}  # a full pass: no cache
-            weights[name] = module.attention_weights(*args, **kwargs)[0].mean(0)  # mean of heads
+            weights[name] = module.attention_weights(*args, **kwargs)[0]
         return hook
 
     handles = [model.encoder.blocks[-1].attn.register_forward_pre_hook(keep("encoder"),
@@ -120,7 +127,21 @@ def capture_attention(model, wave: torch.Tensor, lengths: torch.Tensor) -> dict:
         feats, _ = model.frontend.raw(wave, lengths)
     for handle in handles:
         handle.remove()
+    weights["encoder"] = weights["encoder"].mean(0)
     return {"ids": ids, "feats": feats[0], **weights}
+
+
+def monotonicity(weights: torch.Tensor) -> float:
+    """Correlation of token order and attended frame, for weights (tokens, frames).
+
+    The attended frame of a token is the centroid of its attention; 1 means the tokens
+    attend further into the audio in step with their order (a monotonic alignment), 0 no order.
+    """
+    centroid = weights @ torch.arange(weights.shape[1], dtype=weights.dtype)
+    order = torch.arange(len(centroid), dtype=weights.dtype)
+    centroid, order = centroid - centroid.mean(), order - order.mean()
+    scale = centroid.norm() * order.norm()
+    return float((centroid * order).sum() / scale) if scale > 0 else 0.0
 
 
 def plot_attention(model_dir: Path, audio: Path | None, out: Path) -> None:
@@ -135,19 +156,29 @@ def plot_attention(model_dir: Path, audio: Path | None, out: Path) -> None:
     got = capture_attention(model.eval(), wave[None], torch.tensor([len(wave)]))
     pieces = [tokenizer.sp.id_to_piece(i) for i in got["ids"]] + ["<eos>"]
     layers = [name for name in got if name.startswith("cross")]
-    fig, axes = plt.subplots(2 + len(layers), 1, figsize=(10, 6 + 3.2 * len(layers)),
-                             gridspec_kw={"height_ratios": [1, 1.6] + [1.2] * len(layers)})
-    axes[0].imshow(got["feats"].T.numpy(), aspect="auto", origin="lower", cmap="magma")
-    axes[0].set(title=f"{audio.name}: log-mel spectrogram -> \"{tokenizer.decode(got['ids'])}\"",
-                xlabel="frame (10 ms)", ylabel="mel bin")
-    axes[1].imshow(got["encoder"].numpy(), aspect="auto", origin="lower", cmap="viridis")
-    axes[1].set(title="encoder self-attention, last layer, mean of heads",
-                xlabel=f"key position ({model.encoder.stride * 10} ms)", ylabel="query position")
-    for ax, name in zip(axes[2:], layers, strict=True):
-        ax.imshow(got[name][: len(pieces)].numpy(), aspect="auto", cmap="viridis")
-        ax.set_yticks(range(len(pieces)), pieces, fontsize=7)
-        ax.set(title=f"decoder cross-attention, layer {name.split()[1]}, mean of heads",
-               xlabel=f"encoder position ({model.encoder.stride * 10} ms)", ylabel="output token")
+    heads = model.dims.n_head
+    fig = plt.figure(figsize=(4 * heads, 7 + 3.4 * len(layers)))
+    grid = fig.add_gridspec(2 + len(layers), heads, height_ratios=[1, 1.6] + [1.3] * len(layers))
+    ax = fig.add_subplot(grid[0, :])
+    ax.imshow(got["feats"].T.numpy(), aspect="auto", origin="lower", cmap="magma")
+    ax.set(title=f"{audio.name}: log-mel spectrogram -> \"{tokenizer.decode(got['ids'])}\"",
+           xlabel="frame (10 ms)", ylabel="mel bin")
+    ax = fig.add_subplot(grid[1, :])
+    ax.imshow(got["encoder"].numpy(), aspect="auto", origin="lower", cmap="viridis")
+    ax.set(title="encoder self-attention, last layer, mean of heads",
+           xlabel=f"key position ({model.encoder.stride * 10} ms)", ylabel="query position")
+    for row, name in enumerate(layers, start=2):
+        for head in range(heads):
+            weights = got[name][head, : len(pieces)]
+            score = monotonicity(weights[:-1])  # the words, not <eos>
+            print(f"cross-attention layer {name.split()[1]} head {head + 1}: "
+                  f"monotonicity {score:+.2f}")
+            ax = fig.add_subplot(grid[row, head])
+            ax.imshow(weights.numpy(), aspect="auto", cmap="viridis")
+            ax.set_yticks(range(len(pieces)), pieces if head == 0 else [], fontsize=7)
+            ax.set_title(f"cross-attention layer {name.split()[1]}, head {head + 1}: "
+                         f"monotonicity {score:+.2f}", fontsize=9)
+            ax.set_xlabel(f"encoder position ({model.encoder.stride * 10} ms)", fontsize=8)
     save(fig, out)
 
 
