@@ -10,6 +10,7 @@ model=exp/fsdd
 
 $py -m recipes.fsdd.prepare ${ROOT:+--root "$ROOT"} --out "$data"
 $py -m asr.train data=fsdd data.root="$data" trainer.out_dir="$model" model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=32 scheduler.warmup_steps=400 \
-  trainer.max_epochs=15 data.augment.speed.enabled=true data.augment.gain.enabled=true \
+  trainer.max_epochs=15 data.augment.speed.enabled=true 'data.augment.speed.factors=[0.8,0.9,1.0,1.1,1.2]' \
+  data.augment.gain.enabled=true \
   trainer.keep_checkpoints=5 trainer.average_checkpoints=5 "$@"
 $py -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --json "$model/test_results.json"
