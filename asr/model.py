@@ -11,6 +11,7 @@ self-attention: asr/attention.py) and `attention` (full, or local in the encoder
 """
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +47,11 @@ class ModelDimensions:
     max_relative_distance: int = 16  # Shaw et al.'s clipping distance k, for pos == "relative"
     attention: str = "full"  # encoder self-attention span: "full" or "local"
     attention_window: int = 16  # local attention: positions seen on each side of a position
+    # Guided attention (Tachibana et al. 2018): weight of a loss that charges the last decoder
+    # layer's cross-attention for mass far from the diagonal (token n of N at frame t of T
+    # costs 1 - exp(-(n/N - t/T)^2 / (2 width^2))), nudging it to a monotonic alignment.
+    guided_attention: float = 0.0
+    guided_attention_width: float = 0.2
 
     def __post_init__(self) -> None:
         for name, choices in (("norm", ("pre", "post", "tfixup")),
@@ -439,10 +445,16 @@ class SpeechTransformer(nn.Module):
         decoder_in = torch.cat([bos, targets], dim=1)
         decoder_out = torch.cat([targets, torch.full_like(bos, PAD_ID)], dim=1)
         decoder_out[torch.arange(len(targets)), target_lengths] = EOS_ID
-        logits = self.decoder(decoder_in, memory, memory_lengths)
+        alignment: list[Tensor] = []
+        with self._cross_attention_kept(alignment):
+            logits = self.decoder(decoder_in, memory, memory_lengths)
         att = F.cross_entropy(logits.flatten(0, 1).float(), decoder_out.flatten(),
                               ignore_index=PAD_ID, label_smoothing=self.dims.label_smoothing)
         losses = {"att": att}
+        if alignment:
+            losses["guide"] = guided_attention_loss(alignment[0], target_lengths + 1,
+                                                    memory_lengths, self.dims.guided_attention_width)
+            att = att + self.dims.guided_attention * losses["guide"]
         loss = att * shares[0]
         if self.ctc is not None:
             losses["ctc"] = self.ctc_loss(memory, memory_lengths, targets, target_lengths)
@@ -450,6 +462,24 @@ class SpeechTransformer(nn.Module):
             loss = (1 - w) * loss + w * (losses["ctc"] * shares[1])
         losses["loss"] = loss
         return losses
+
+    @contextmanager
+    def _cross_attention_kept(self, kept: list[Tensor]):
+        """While training with guided attention, append the last decoder layer's
+        cross-attention weights (batch, heads, tokens, frames) to `kept`."""
+        if not (self.training and self.dims.guided_attention > 0):
+            yield
+            return
+
+        def keep(module: MultiHeadAttention, args: tuple, kwargs: dict) -> None:
+            kept.append(module.attention_weights(*args))  # kwargs: only the (unused) cache
+
+        handle = self.decoder.blocks[-1].cross_attn.register_forward_pre_hook(keep,
+                                                                              with_kwargs=True)
+        try:
+            yield
+        finally:
+            handle.remove()
 
     @staticmethod
     def loss_tokens(targets: Tensor) -> tuple[int, int]:
@@ -465,3 +495,19 @@ class SpeechTransformer(nn.Module):
         total = F.ctc_loss(log_probs, targets, memory_lengths, target_lengths, blank=PAD_ID,
                            reduction="sum", zero_infinity=True)
         return total / target_lengths.sum().clamp(min=1)
+
+
+def guided_attention_loss(weights: Tensor, token_lengths: Tensor, frame_lengths: Tensor,
+                          width: float) -> Tensor:
+    """Mean over real tokens and heads of the attention mass off the diagonal band.
+
+    `weights` (batch, heads, tokens, frames); token n of an utterance's N tokens attending to
+    frame t of its T frames costs 1 - exp(-(n/N - t/T)^2 / (2 width^2)) per unit of weight.
+    """
+    batch, heads, tokens, frames = weights.shape
+    n = (torch.arange(tokens, device=weights.device) + 0.5) / token_lengths[:, None]
+    t = (torch.arange(frames, device=weights.device) + 0.5) / frame_lengths[:, None]
+    cost = 1 - torch.exp(-(n[:, :, None] - t[:, None, :]) ** 2 / (2 * width**2))
+    real = torch.arange(tokens, device=weights.device) < token_lengths[:, None]
+    per_token = (weights.float() * cost[:, None]).sum(-1)  # padded frames have weight 0
+    return (per_token * real[:, None]).sum() / (real.sum().clamp(min=1) * heads)

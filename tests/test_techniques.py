@@ -3,6 +3,7 @@
 import importlib.util
 import itertools
 import json
+import math
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ from torch import nn
 
 from asr.audio import load_audio
 from asr.features import FeatureConfig
-from asr.model import ModelDimensions, MultiHeadAttention, SpeechTransformer
+from asr.model import ModelDimensions, MultiHeadAttention, SpeechTransformer, guided_attention_loss
 from asr.tokenizer import BOS_ID, Tokenizer
 from conftest import ROOT, small_real_set, train_config, write_manifest
 
@@ -57,6 +58,43 @@ def test_each_option_learns_real_audio(real_batch, norm, pos, attention):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_guided_attention_charges_mass_off_the_diagonal():
+    diagonal = torch.eye(4)[None, None]  # token n on frame n: on the diagonal, free
+    lengths = torch.tensor([4])
+    assert guided_attention_loss(diagonal, lengths, lengths, 0.2).item() == pytest.approx(0.0)
+    reverse = diagonal.flip(2)  # token n on frame 3 - n: n/N - t/T = -0.75, -0.25, 0.25, 0.75
+
+    def cost(distance: float) -> float:
+        return 1 - math.exp(-(distance**2) / (2 * 0.2**2))
+
+    expected = (2 * cost(0.75) + 2 * cost(0.25)) / 4
+    assert guided_attention_loss(reverse, lengths, lengths, 0.2).item() == pytest.approx(expected)
+    padded = torch.zeros(2, 3, 6, 9)  # a second utterance and padding change nothing
+    padded[0, :, :4, :4] = reverse[0, 0]
+    padded[1, :, :2, :5] = torch.eye(2, 5)  # 2 tokens on frames 0 and 1 of 5
+    second = cost(0.5 / 2 - 0.5 / 5) + cost(1.5 / 2 - 1.5 / 5)
+    both = guided_attention_loss(padded, torch.tensor([4, 2]), torch.tensor([4, 5]), 0.2)
+    assert both.item() == pytest.approx((4 * expected + second) / 6)
+
+
+def test_guided_attention_trains_towards_the_diagonal(real_batch):
+    """The loss is reported, has gradients, and falls with the attention loss."""
+    model = tiny(pos="rope", guided_attention=1.0)
+    model.frontend.set_cmvn([(real_batch["wave"], real_batch["lengths"])])
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
+    history = []
+    for _ in range(8):
+        losses = model(real_batch["wave"], real_batch["lengths"], real_batch["tokens"])
+        optimizer.zero_grad()
+        losses["loss"].backward()
+        optimizer.step()
+        history.append((losses["loss"].item(), losses["guide"].item()))
+    assert history[-1][0] < 0.8 * history[0][0] and history[-1][1] < history[0][1], history
+    assert "guide" not in model.eval()(real_batch["wave"], real_batch["lengths"],
+                                       real_batch["tokens"])
 
 
 @pytest.mark.parametrize("pos", ["relative", "rope"])
@@ -154,14 +192,38 @@ def test_training_logs_a_loss_curve_and_fills_cosine_length(tmp_path):
     assert (runs.parent / "loss_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_plots_of_schedules_and_positions(tmp_path):
+def load_plots():
     spec = importlib.util.spec_from_file_location("plots", ROOT / "tools" / "plots.py")
     plots = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plots)
+    return plots
+
+
+def test_plots_of_schedules_and_positions(tmp_path):
+    plots = load_plots()
     plots.plot_lr(tmp_path / "lr.png")
     plots.plot_posenc(tmp_path / "posenc.png")
     for name in ("lr.png", "posenc.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_monotonicity_of_attention_maps():
+    monotonicity = load_plots().monotonicity
+    diagonal = torch.eye(5, 8)
+    assert monotonicity(diagonal) == pytest.approx(1.0)
+    assert monotonicity(diagonal.flip(0)) == pytest.approx(-1.0)
+    assert monotonicity(torch.full((5, 8), 1 / 8)) == pytest.approx(0.0, abs=1e-6)
+    assert monotonicity(torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])) \
+        == pytest.approx(0.5)
+    assert monotonicity(torch.ones(1, 4)) == 0.0
+
+
+def test_attention_figure_of_a_trained_model(overfit_model, tmp_path, capsys):
+    model_dir, entries, _ = overfit_model
+    load_plots().plot_attention(model_dir, entries[0][0], tmp_path / "attention.png")
+    assert (tmp_path / "attention.png").read_bytes()[:4] == b"\x89PNG"
+    printed = capsys.readouterr().out
+    assert printed.count("monotonicity") == 2  # tiny: 1 decoder layer x 2 heads
 
 
 @pytest.mark.parametrize(("norm", "pos", "attention"), [("tfixup", "relative", "local"),
