@@ -157,7 +157,7 @@ def plot_attention(model_dir: Path, audio: Path | None, out: Path) -> None:
     pieces = [tokenizer.sp.id_to_piece(i) for i in got["ids"]] + ["<eos>"]
     layers = [name for name in got if name.startswith("cross")]
     heads = model.dims.n_head
-    fig = plt.figure(figsize=(4 * heads, 7 + 3.4 * len(layers)))
+    fig = plt.figure(figsize=(3.2 * heads, 6.5 + 3 * len(layers)))
     grid = fig.add_gridspec(2 + len(layers), heads, height_ratios=[1, 1.6] + [1.3] * len(layers))
     ax = fig.add_subplot(grid[0, :])
     ax.imshow(got["feats"].T.numpy(), aspect="auto", origin="lower", cmap="magma")
@@ -176,8 +176,8 @@ def plot_attention(model_dir: Path, audio: Path | None, out: Path) -> None:
             ax = fig.add_subplot(grid[row, head])
             ax.imshow(weights.numpy(), aspect="auto", cmap="viridis")
             ax.set_yticks(range(len(pieces)), pieces if head == 0 else [], fontsize=7)
-            ax.set_title(f"cross-attention layer {name.split()[1]}, head {head + 1}: "
-                         f"monotonicity {score:+.2f}", fontsize=9)
+            ax.set_title(f"cross-attn layer {name.split()[1]} head {head + 1}: "
+                         f"monotonic {score:+.2f}", fontsize=9)
             ax.set_xlabel(f"encoder position ({model.encoder.stride * 10} ms)", fontsize=8)
     save(fig, out)
 
