@@ -504,7 +504,7 @@ def guided_attention_loss(weights: Tensor, token_lengths: Tensor, frame_lengths:
     `weights` (batch, heads, tokens, frames); token n of an utterance's N tokens attending to
     frame t of its T frames costs 1 - exp(-(n/N - t/T)^2 / (2 width^2)) per unit of weight.
     """
-    batch, heads, tokens, frames = weights.shape
+    heads, tokens, frames = weights.shape[1:]
     n = (torch.arange(tokens, device=weights.device) + 0.5) / token_lengths[:, None]
     t = (torch.arange(frames, device=weights.device) + 0.5) / frame_lengths[:, None]
     cost = 1 - torch.exp(-(n[:, :, None] - t[:, None, :]) ** 2 / (2 * width**2))
