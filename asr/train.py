@@ -8,6 +8,8 @@ DistributedDataParallel: every rank trains on its share of the same shuffled bat
 alone logs and saves, and dev scores are computed from every rank's share (`asr.distributed`).
 `trainer.accumulate_grad_batches` sums gradients over several micro-batches per step;
 `trainer.precision` picks bf16 or fp16 (with a GradScaler) autocast on CUDA, or fp32.
+`trainer.init_from` fine-tunes: a trained model's weights, CMVN statistics and tokenizer
+replace the random start, the learnt CMVN and the new vocabulary.
 
 Crash safety: every file is written atomically, and with `trainer.save_every_steps` the
 training state (weights, optimiser, schedule, position in the epoch, python/numpy/torch RNG
@@ -27,7 +29,7 @@ import hydra
 import numpy as np
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
@@ -38,7 +40,9 @@ from asr.averaging import AVERAGED, EPOCHS, average_epochs, save_epoch_weights
 from asr.checkpoint import (
     CHECKPOINT,
     TOKENIZER,
+    ModelDirError,
     build_model,
+    load_model_dir,
     load_torch,
     remove_partial_files,
     save_metrics,
@@ -59,7 +63,8 @@ from asr.distributed import (
 from asr.metrics import error_rate
 from asr.model import SpeechTransformer
 from asr.shards import ShardBatches
-from asr.tokenizer import Tokenizer
+from asr.text import normalize_text
+from asr.tokenizer import UNK_ID, Tokenizer
 from asr.transcriber import decode_texts, pick_device
 
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -115,6 +120,9 @@ class Trainer:
             raise TrainingError(f"{self.out_dir}: already holds a training run; pass "
                                 "trainer.resume=true to continue it or trainer.overwrite=true "
                                 "to start over")
+        # fine-tuning: the weights (with their CMVN) and the tokenizer come from a trained model
+        self.pretrained = load_pretrained(cfg, [u.text for u in self.train_utts]) \
+            if cfg.trainer.init_from and not resuming else None
         self.tokenizer = self._tokenizer(resuming)
         with open_dict(cfg):
             cfg.model.n_vocab = self.tokenizer.vocab_size
@@ -140,6 +148,9 @@ class Trainer:
             remove_partial_files(self.out_dir / EPOCHS)
         if resuming:
             self._resume()
+        elif self.pretrained is not None:
+            self.model.load_state_dict(self.pretrained[0])
+            self.log(f"initialised from {cfg.trainer.init_from} (weights, CMVN, tokenizer)")
         else:
             self._set_cmvn()
         self.state.skipped_lines = self.skipped_lines
@@ -177,6 +188,8 @@ class Trainer:
     def _tokenizer(self, resuming: bool) -> Tokenizer:
         if resuming:
             return Tokenizer.load(self.out_dir / TOKENIZER)
+        if self.pretrained is not None:
+            return self.pretrained[1]
         texts = [u.text for u in self.train_utts]
         return Tokenizer.train(texts, self.cfg.tokenizer.vocab_size, self.cfg.tokenizer.model_type)
 
@@ -466,6 +479,43 @@ class Trainer:
             save_metrics(self.out_dir / AVERAGED, {"averaged_epochs": epochs, "by": by, **dev,
                                                    "best_single_dev_wer": self.state.best_wer})
         return dev
+
+
+# Settings that shape only training (losses, regularisation, SpecAugment): a fine-tuning run may
+# change them. Every other model and features setting must be the one the weights were trained
+# with (n_vocab and n_input follow from the tokenizer and the features).
+TRAINING_ONLY = {"model": {"dropout", "label_smoothing", "ctc_weight", "guided_attention",
+                           "guided_attention_width", "n_vocab", "n_input"},
+                 "features": {"freq_masks", "freq_width", "time_masks", "time_width",
+                              "time_max_ratio"}}
+
+
+def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]:
+    """The weights (CMVN included) and tokenizer that `trainer.init_from` names, once checked
+    to fit this run: the same network and front end, a CTC head on both sides or neither, and
+    a vocabulary that spells every character of the training transcripts."""
+    source = cfg.trainer.init_from
+    try:
+        model, tokenizer, config = load_model_dir(source)
+    except ModelDirError as err:
+        raise TrainingError(f"trainer.init_from: {err}") from None
+    for section, free in TRAINING_ONLY.items():
+        mine = OmegaConf.to_container(cfg[section], resolve=True)
+        for key, value in OmegaConf.to_container(config[section], resolve=True).items():
+            if key not in free and mine.get(key) != value:
+                raise TrainingError(f"trainer.init_from={source}: {section}.{key} is {value} "
+                                    f"there, {mine.get(key)} here; pass {section}.{key}={value} "
+                                    "(the network must be the one the weights were trained as)")
+    if (cfg.model.ctc_weight > 0) != (model.ctc is not None):
+        raise TrainingError(f"trainer.init_from={source}: model.ctc_weight must be "
+                            f"{'> 0' if model.ctc is not None else '0'}, as there (the CTC "
+                            "head is part of the weights)")
+    chars = {c for text in texts for c in normalize_text(text)} - {" "}
+    unknown = sorted(c for c in chars if UNK_ID in tokenizer.encode(c))
+    if unknown:
+        raise TrainingError(f"trainer.init_from={source}: its tokenizer cannot spell "
+                            f"{' '.join(map(repr, unknown))} of the training transcripts")
+    return model.state_dict(), tokenizer
 
 
 def micro_batch_groups(batches, size: int):

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from asr.checkpoint import CHECKPOINT, load_model_dir, load_torch
@@ -67,3 +68,51 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     for (name, a), b in zip(straight.model.state_dict().items(),
                             resumed.model.state_dict().values(), strict=True):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_fine_tuning_starts_from_the_trained_model(overfit_model, tmp_path):
+    """`trainer.init_from`: the run starts with the model's weights, CMVN and tokenizer, so it
+    transcribes what that model learnt before taking a step; a fresh start knows nothing."""
+    from asr.train import Trainer
+
+    model_dir, _, run = overfit_model
+    pretrained, tokenizer, _ = load_model_dir(model_dir)
+    common = ["optim.lr=1e-9", "trainer.max_epochs=1", "data.batch_size=8",
+              "features.freq_masks=0", "features.time_masks=0"]
+    tuned = Trainer(train_config(tmp_path / "tuned", run["manifest"], *common,
+                                 f"trainer.init_from={model_dir}"))
+    assert tuned.tokenizer.model_proto == tokenizer.model_proto
+    for name, tensor in pretrained.state_dict().items():
+        assert torch.equal(tuned.model.state_dict()[name], tensor), name
+    assert tuned.fit().history[0]["dev_wer"] == 0.0
+    fresh = Trainer(train_config(tmp_path / "fresh", run["manifest"], *common)).fit()
+    assert fresh.history[0]["dev_wer"] >= 0.9
+
+
+def test_fine_tuning_refuses_what_does_not_fit(overfit_model, tmp_path):
+    """One-line errors for a network, front end, CTC head or alphabet the weights cannot serve."""
+    from asr.train import Trainer, TrainingError
+
+    model_dir, entries, run = overfit_model
+    quiz = write_manifest(tmp_path / "quiz.jsonl", [(entries[0][0], "quiz"), *entries[1:]])
+    cases = [
+        ([run["manifest"], "model.stack=6"],
+         f"trainer.init_from={model_dir}: model.stack is 4 there, 6 here; pass model.stack=4 "
+         "(the network must be the one the weights were trained as)"),
+        ([run["manifest"], "features.n_mels=40"],
+         f"trainer.init_from={model_dir}: features.n_mels is 80 there, 40 here; pass "
+         "features.n_mels=80 (the network must be the one the weights were trained as)"),
+        ([run["manifest"], "model.ctc_weight=0"],
+         f"trainer.init_from={model_dir}: model.ctc_weight must be > 0, as there (the CTC head "
+         "is part of the weights)"),
+        ([quiz], f"trainer.init_from={model_dir}: its tokenizer cannot spell 'q' 'z' of the "
+                 "training transcripts"),
+    ]
+    for (manifest, *overrides), message in cases:
+        cfg = train_config(tmp_path, manifest, f"trainer.init_from={model_dir}", *overrides)
+        with pytest.raises(TrainingError) as err:
+            Trainer(cfg)
+        assert str(err.value) == message
+    cfg = train_config(tmp_path, run["manifest"], f"trainer.init_from={tmp_path / 'none'}")
+    with pytest.raises(TrainingError, match=r"^trainer.init_from: .*none: not a model directory$"):
+        Trainer(cfg)
