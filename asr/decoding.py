@@ -11,7 +11,9 @@ The pieces, each replaceable:
   CTC must account for every stretch of audio, so it vetoes what the attention decoder
   alone might add or drop ("what time is it" for "what time is it please"), and loops.
 - `LogitFilter`s: rules applied to the scores before each choice (suppressed tokens,
-  repetition loops). The longest transcript allowed is tied to the encoder length.
+  repetition loops, and with `words` a closed vocabulary: only listed words may be written,
+  as a recogniser with a task grammar). The longest transcript allowed is tied to the encoder
+  length.
 - `GreedySearch` and `BeamSearch`: advance every hypothesis of every utterance in one decoder
   call per step. Both use the same scorer, cache and filters.
 - `ctc_greedy`: the CTC head's best path alone, the fast path (no decoder at all). It also
@@ -27,9 +29,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from asr.model import DecoderCache, SpeechTransformer
-from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from asr.text import normalize_text
+from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 MODES = ("attention", "ctc_greedy")
+WORD_START = "\u2581"  # sentencepiece's mark on the first piece of a word
 
 
 @dataclass
@@ -46,23 +50,33 @@ class DecodingOptions:
     kv_cache: bool = True  # reuse keys/values between steps (False: recompute, for reference)
     ctc_no_speech: bool = True  # an utterance whose CTC best path is empty (all blank) is silent
     encoder_batch: int = 8  # encode at most this many at once (CPU: bigger batches spill caches)
+    words: list[str] | None = None  # write only these words (any order, any number; None: any)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"decode.mode must be one of {MODES}, got {self.mode!r}")
         if self.beam_size < 1:
             raise ValueError(f"decode.beam_size must be >= 1, got {self.beam_size}")
+        if self.words is not None:
+            self.words = [str(w) for w in self.words]
+            if not any(normalize_text(w) for w in self.words):
+                raise ValueError("decode.words must name at least one word")
+            if self.mode == "ctc_greedy":
+                raise ValueError("decode.words constrains the attention search, not "
+                                 "decode.mode=ctc_greedy")
         if not 0.0 <= self.ctc_weight < 1.0:
             raise ValueError(f"decode.ctc_weight must be in [0, 1), got {self.ctc_weight} "
                              f"(decode.mode=ctc_greedy decodes with CTC alone)")
 
 
 @torch.no_grad()
-def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
-           options: DecodingOptions) -> list[list[int]]:
-    """Token ids (no BOS/EOS) of the best transcript of each waveform in the batch."""
+def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor, options: DecodingOptions,
+           pieces: list[str] | None = None) -> list[list[int]]:
+    """Token ids (no BOS/EOS) of the best transcript of each waveform in the batch.
+
+    `pieces` (the tokenizer's piece of each id) are needed only for `options.words`."""
     memory, memory_lengths = encode(model, wave, lengths, options.encoder_batch)
-    return decode_memory(model, memory, memory_lengths, options)
+    return decode_memory(model, memory, memory_lengths, options, pieces)
 
 
 def encode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
@@ -81,7 +95,7 @@ def encode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
 
 
 def decode_memory(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-                  options: DecodingOptions) -> list[list[int]]:
+                  options: DecodingOptions, pieces: list[str] | None = None) -> list[list[int]]:
     """Search given the encoder states (batch, frames, d_model) and their lengths."""
     if options.mode == "ctc_greedy":
         if model.ctc is None:
@@ -91,11 +105,12 @@ def decode_memory(model: SpeechTransformer, memory: Tensor, memory_lengths: Tens
         speech = [bool(ids) for ids in ctc_greedy(model.ctc(memory).float(), memory_lengths)]
         if not all(speech):
             return _only(speech, lambda keep: decode_memory(
-                model, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False)))
+                model, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False),
+                pieces))
     max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
     search = GreedySearch() if options.beam_size == 1 else BeamSearch(options.beam_size,
                                                                       options.length_penalty)
-    scorer = Scorer(model, memory, memory_lengths, search.group, options)
+    scorer = Scorer(model, memory, memory_lengths, search.group, options, pieces)
     return search.run(scorer, max_tokens)
 
 
@@ -283,18 +298,67 @@ class RepetitionLimit(LogitFilter):
             log_probs.scatter_add_(1, ids[:, length - span, None], penalty)
 
 
+class WordList(LogitFilter):
+    """Only the listed words may be written, in any order and number (or nothing at all): a
+    closed vocabulary, as the word list of a task grammar (pocketsphinx's JSGF `w1 | w2 | ...`).
+
+    sentencepiece marks a word's first piece (WORD_START). A hypothesis may go on with a piece
+    that keeps its last word a prefix of a listed word, start a new word (or end, EOS) only once
+    that word is complete. Which tokens are allowed depends only on the last word so far, so
+    each such prefix's mask over the vocabulary is computed once.
+    """
+
+    def __init__(self, words: list[str], pieces: list[str]) -> None:
+        self.words = {w for text in words for w in normalize_text(text).split()}
+        self.prefixes = {w[:i] for w in self.words for i in range(len(w) + 1)}
+        self.pieces = pieces
+        self.masks: dict[str | None, Tensor] = {}
+
+    def apply(self, log_probs: Tensor, tokens: Tensor) -> None:
+        rows = [self._mask(self._last_word(ids)) for ids in tokens[:, 1:].tolist()]
+        allowed = torch.stack(rows).to(log_probs.device)
+        log_probs.masked_fill_(~allowed, -math.inf)
+
+    def _last_word(self, ids: list[int]) -> str | None:
+        """The (partial) last word of a hypothesis; None before its first word."""
+        word = ""
+        for token in reversed(ids):
+            piece = self.pieces[token]
+            if piece.startswith(WORD_START):
+                return piece[1:] + word
+            word = piece + word
+        return None
+
+    def _mask(self, word: str | None) -> Tensor:
+        if word not in self.masks:
+            complete = word is None or word in self.words  # a new word may start, or EOS
+            allowed = [self._allowed(piece, word, complete) for piece in self.pieces]
+            allowed[EOS_ID], allowed[UNK_ID] = complete, False
+            self.masks[word] = torch.tensor(allowed)
+        return self.masks[word]
+
+    def _allowed(self, piece: str, word: str | None, complete: bool) -> bool:
+        if piece.startswith(WORD_START):
+            return complete and piece[1:] in self.prefixes
+        return word is not None and word + piece in self.prefixes
+
+
 class Scorer:
     """Joint next-token scores for a batch of hypotheses: attention decoder (through a cache
     or not), logit filters, length limit, and optionally the CTC prefix score."""
 
     def __init__(self, model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-                 group: int, options: DecodingOptions) -> None:
+                 group: int, options: DecodingOptions, pieces: list[str] | None = None) -> None:
         inference = CachedInference if options.kv_cache else FullInference
         self.inference = inference(model, memory, memory_lengths)
         self.group = group
         self.filters: list[LogitFilter] = [SuppressTokens([PAD_ID, BOS_ID])]
         if options.max_repeats > 0:
             self.filters.append(RepetitionLimit(options.max_repeats))
+        if options.words is not None:
+            if pieces is None:
+                raise ValueError("decode.words needs the tokenizer's pieces")
+            self.filters.append(WordList(options.words, pieces))
         use_ctc = options.ctc_weight > 0 and model.ctc is not None
         self.ctc_weight = options.ctc_weight if use_ctc else 0.0
         self.ctc = CTCPrefixScorer(model.ctc(memory), memory_lengths, group) if use_ctc else None

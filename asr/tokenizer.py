@@ -49,6 +49,11 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
+    @property
+    def pieces(self) -> list[str]:
+        """The piece of every id ("\u2581" marks a word's first piece), for word-level rules."""
+        return [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+
     def encode(self, text: str) -> list[int]:
         return self.sp.encode(normalize_text(text))
 

@@ -10,6 +10,7 @@ exit status is 1.
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from asr.audio import AudioError
 from asr.checkpoint import ModelDirError
@@ -57,13 +58,29 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam-size", type=int, help="1 = greedy")
     parser.add_argument("--ctc-weight", type=float, help="joint CTC/attention weight (0..1)")
     parser.add_argument("--mode", choices=MODES, help="ctc_greedy: CTC head only, fastest")
+    parser.add_argument("--words", help="a text file of the only words that may be written "
+                                        "(a task's vocabulary, e.g. the ten digits)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="auto")
 
 
 def decoding_overrides(args: argparse.Namespace) -> dict:
-    pairs = {"beam_size": args.beam_size, "ctc_weight": args.ctc_weight, "mode": args.mode}
+    pairs = {"beam_size": args.beam_size, "ctc_weight": args.ctc_weight, "mode": args.mode,
+             "words": read_words(args.words) if args.words else None}
     return {key: value for key, value in pairs.items() if value is not None}
+
+
+def read_words(path: str) -> list[str]:
+    """The words of a word-list file (whitespace-separated, any number per line)."""
+    try:
+        words = Path(path).read_text(encoding="utf-8").split()
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read the word list ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: the word list is not UTF-8 text") from None
+    if not words:
+        raise ValueError(f"{path}: the word list is empty")
+    return words
 
 
 def format_result(name: str, result: Transcript, as_json: bool, timestamps: bool) -> str:

@@ -63,7 +63,8 @@ def pick_device(device: str = "auto") -> torch.device:
 def decode_texts(model: SpeechTransformer, tokenizer: Tokenizer, wave: torch.Tensor,
                  lengths: torch.Tensor, options: DecodingOptions) -> list[str]:
     """One padded batch of waveforms -> transcripts."""
-    return [tokenizer.decode(ids) for ids in decode(model, wave, lengths, options)]
+    pieces = tokenizer.pieces if options.words is not None else None
+    return [tokenizer.decode(ids) for ids in decode(model, wave, lengths, options, pieces)]
 
 
 class Transcriber:

@@ -12,6 +12,7 @@ import pytest
 import soundfile as sf
 
 from asr.train import config_choices
+from asr.transcribe import read_words
 from conftest import ROOT, small_real_set, write_manifest
 
 
@@ -88,3 +89,28 @@ def test_transcribe_cli_transcribes_what_it_can(overfit_model, tmp_path):
     assert result.stderr.splitlines() == [
         f"error: {bad[0]}: no such file", f"error: {bad[1]}: is a directory, not an audio file",
         f"error: {truncated(bad[2], entries[0][0])}"]
+
+
+def test_word_list_option(overfit_model, tmp_path):
+    """`--words FILE` limits what is written; a missing, empty or non-UTF-8 list is one line."""
+    model_dir, entries, _ = overfit_model
+    words = tmp_path / "words.txt"
+    words.write_text("one\nstop yes\n")
+    result = run("asr.transcribe", "--model", str(model_dir), "--words", str(words),
+                 str(entries[0][0]), str(entries[5][0]))
+    assert result.returncode == 0, result.stderr
+    assert [line.split("\t")[1] for line in result.stdout.splitlines()] == ["one", "stop"]
+    missing = tmp_path / "missing.txt"
+    result = run("asr.evaluate", "--model", str(model_dir), "--words", str(missing),
+                 "--manifest", "x")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"error: {missing}: cannot read the word list (No such file or directory)"]
+    empty, binary = tmp_path / "empty.txt", tmp_path / "binary.txt"
+    empty.write_text(" \n")
+    binary.write_bytes(b"\xff\xfe\x00one")
+    for path, problem in [(empty, "the word list is empty"),
+                          (binary, "the word list is not UTF-8 text")]:
+        with pytest.raises(ValueError) as err:
+            read_words(str(path))
+        assert str(err.value) == f"{path}: {problem}"

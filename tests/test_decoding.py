@@ -8,7 +8,14 @@ import torch
 import torch.nn.functional as F
 
 from asr.checkpoint import load_model_dir
-from asr.decoding import CTCPrefixScorer, DecodingOptions, RepetitionLimit, ctc_greedy, decode
+from asr.decoding import (
+    CTCPrefixScorer,
+    DecodingOptions,
+    RepetitionLimit,
+    WordList,
+    ctc_greedy,
+    decode,
+)
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from asr.transcriber import Transcriber
 from test_model import make_model, waves
@@ -156,8 +163,52 @@ def test_repetition_limit_forbids_only_the_looping_token():
     assert (log_probs == -math.inf).nonzero().tolist() == [[0, 6], [2, 8]]
 
 
+def test_word_list_allows_only_pieces_that_spell_listed_words():
+    """After each prefix, exactly the pieces that keep the last word a prefix of "two" or
+    "three", a new word only after a complete one, and EOS only then (or before any word)."""
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", "\u2581", "\u2581t", "wo", "o", "\u2581th",
+              "ree", "e", "t", "h", "r", "w"]
+    word_list = WordList(["Two", "three"], pieces)
+
+    def allowed(ids: list[int]) -> list[str]:
+        log_probs = torch.zeros(1, len(pieces))
+        word_list.apply(log_probs, torch.tensor([[BOS_ID, *ids]]))
+        return [p for p, score in zip(pieces, log_probs[0].tolist(), strict=True) if score == 0]
+
+    anywhere = ["</s>", "\u2581", "\u2581t", "\u2581th"]
+    assert allowed([]) == anywhere
+    assert allowed([5]) == ["wo", "h", "w"]            # "t" -> two, three
+    assert allowed([5, 6]) == anywhere                 # "two" is complete
+    assert allowed([4]) == ["t"]                       # a word begun with a bare mark
+    assert allowed([8, 9]) == anywhere                 # "three"
+    assert allowed([8, 13]) == ["e"]                   # "thr" -> three only
+    assert allowed([5, 6, 8, 13, 10]) == ["e"]         # "two thre"
+
+
+def test_word_list_decoding_writes_only_listed_words(overfit_model):
+    """The eight memorised utterances, decoded with a list of all their words, come out as
+    without it; with a list that lacks most of them, every word written is a listed one."""
+    model_dir, entries, _ = overfit_model
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu", vad=None)
+    paths, texts = [p for p, _ in entries], [t for _, t in entries]
+    for beam in (1, 4):
+        full = Transcriber.from_pretrained(model_dir, device="cpu", vad=None, beam_size=beam,
+                                           words=texts)
+        assert [r.text for r in full.transcribe(paths)] == texts
+        few = Transcriber.from_pretrained(model_dir, device="cpu", vad=None, beam_size=beam,
+                                          words=["one", "stop"])
+        written = " ".join(r.text for r in few.transcribe(paths)).split()
+        assert written and set(written) <= {"one", "stop"}
+    assert [r.text for r in transcriber.transcribe(paths)] == texts
+
+
 def test_options_are_checked():
     with pytest.raises(ValueError, match="decode.mode must be one of"):
         DecodingOptions(mode="ctc")
     with pytest.raises(ValueError, match=r"decode.ctc_weight must be in \[0, 1\)"):
         DecodingOptions(ctc_weight=1.0)
+    with pytest.raises(ValueError, match="^decode.words must name at least one word$"):
+        DecodingOptions(words=["", "?!"])
+    with pytest.raises(ValueError, match="^decode.words constrains the attention search, not "
+                                         "decode.mode=ctc_greedy$"):
+        DecodingOptions(mode="ctc_greedy", words=["one"])
