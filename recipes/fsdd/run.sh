@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare the corpus, train, score on the held-out split (see README.md in this folder).
 #   ROOT=../shared/data/fsdd bash recipes/fsdd/run.sh [hydra overrides for training]
-# Without ROOT the corpus is downloaded first. The defaults are the README's results run.
+# Without ROOT the corpus is downloaded first. The defaults are the README's results run;
+# INIT=exp/voice_commands_synthetic fine-tunes that model instead of starting from scratch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
@@ -9,8 +10,13 @@ data=data/fsdd
 model=exp/fsdd
 
 $py -m recipes.fsdd.prepare ${ROOT:+--root "$ROOT"} --out "$data"
-$py -m asr.train data=fsdd data.root="$data" trainer.out_dir="$model" model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=32 scheduler.warmup_steps=400 \
-  trainer.max_epochs=15 data.augment.speed.enabled=true 'data.augment.speed.factors=[0.8,0.9,1.0,1.1,1.2]' \
-  data.augment.gain.enabled=true \
-  trainer.keep_checkpoints=5 trainer.average_checkpoints=5 "$@"
+if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and tokenizer
+  start=(trainer.init_from="$INIT" optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=8)
+else
+  start=(model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=32 scheduler.warmup_steps=400
+         trainer.max_epochs=15)
+fi
+$py -m asr.train data=fsdd data.root="$data" trainer.out_dir="$model" "${start[@]}" \
+  data.augment.speed.enabled=true 'data.augment.speed.factors=[0.8,0.9,1.0,1.1,1.2]' \
+  data.augment.gain.enabled=true trainer.keep_checkpoints=5 trainer.average_checkpoints=5 "$@"
 $py -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --json "$model/test_results.json"

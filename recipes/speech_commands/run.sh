@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare the corpus, train, score on the held-out split (see README.md in this folder).
 #   ROOT=../shared/data/speech_commands bash recipes/speech_commands/run.sh [hydra overrides for training]
-# Without ROOT the corpus is downloaded first. The defaults are the README's results run.
+# Without ROOT the corpus is downloaded first. The defaults are the README's results run;
+# INIT=exp/voice_commands_synthetic fine-tunes that model instead of starting from scratch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
@@ -9,8 +10,13 @@ data=data/speech_commands
 model=exp/speech_commands
 
 $py -m recipes.speech_commands.prepare ${ROOT:+--root "$ROOT"} --out "$data"
-$py -m asr.train data=speech_commands data.root="$data" trainer.out_dir="$model" model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=64 data.batch_size=8 \
-  scheduler.warmup_steps=400 trainer.max_epochs=40 data.augment.speed.enabled=true \
-  data.augment.noise.enabled=true data.augment.gain.enabled=true \
-  trainer.keep_checkpoints=5 trainer.average_checkpoints=5 "$@"
+if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and tokenizer
+  start=(trainer.init_from="$INIT" optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=20)
+else
+  start=(model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=64 scheduler.warmup_steps=400
+         trainer.max_epochs=40)
+fi
+$py -m asr.train data=speech_commands data.root="$data" trainer.out_dir="$model" "${start[@]}" \
+  data.batch_size=8 data.augment.speed.enabled=true data.augment.noise.enabled=true \
+  data.augment.gain.enabled=true trainer.keep_checkpoints=5 trainer.average_checkpoints=5 "$@"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" --json "$model/test_results.json"
