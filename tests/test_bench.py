@@ -91,7 +91,7 @@ def test_inference_split_and_scores(tmp_path, overfit_model):
     _, result = bench(tmp_path, "bench_inference", "run", "--model", f"tiny={model_dir}",
                       "--task", f"words={out / 'test_words.jsonl'}", "--limit", "1")
     systems = result["tasks"]["words"]["systems"]
-    expected = {"tiny greedy", "tiny beam 5"} | (
+    expected = {"tiny greedy", "tiny beam 5", "tiny beam 5, task words"} | (
         {"pocketsphinx (default LM)", "pocketsphinx (JSGF grammar)"} if HAVE["pocketsphinx"]
         else set())
     assert set(systems) == expected

@@ -9,8 +9,9 @@
 
 Contenders, on the same 16 kHz waveforms (FSDD's 8 kHz digits are resampled, as our front end
 does): pocketsphinx's bundled US English model with its default trigram LM, the same model
-constrained by a JSGF grammar of the task's words, and each of our models decoded greedily and
-with its beam. Splits hold out speakers: FSDD's `yweweler` and every 7th Speech Commands speaker
+constrained by a JSGF grammar of the task's words, and each of our models decoded greedily,
+with its beam, and with its beam limited to the task's words (`decode.words`, the grammar's
+counterpart). Splits hold out speakers: FSDD's `yweweler` and every 7th Speech Commands speaker
 are only ever tested on. Utterances are decoded one at a time by every contender (a streaming
 recogniser's case), alternating contenders utterance by utterance; RTF is CPU time of the
 decoding call over audio seconds, median over utterances, and the summed time over summed audio.
@@ -113,10 +114,11 @@ class Pocketsphinx:
 class Ours:
     """One of our model directories, decoding one utterance per call."""
 
-    def __init__(self, directory: Path, beam_size: int) -> None:
+    def __init__(self, directory: Path, beam_size: int, words: list[str] | None = None) -> None:
         from asr.transcriber import Transcriber
 
-        self.transcriber = Transcriber.from_pretrained(directory, device="cpu", beam_size=beam_size)
+        self.transcriber = Transcriber.from_pretrained(directory, device="cpu", beam_size=beam_size,
+                                                       words=words)
 
     def __call__(self, wave: torch.Tensor) -> str:
         return self.transcriber.transcribe_waves([wave])[0]
@@ -131,6 +133,7 @@ def contenders(models: list[tuple[str, Path]], words: list[str],
     for name, directory in models:
         found[f"{name} greedy"] = Ours(directory, beam_size=1)
         found[f"{name} beam 5"] = Ours(directory, beam_size=5)
+        found[f"{name} beam 5, task words"] = Ours(directory, beam_size=5, words=words)
     return found
 
 
