@@ -10,6 +10,8 @@ The pieces, each replaceable:
   CTC/attention decoding: a hypothesis scores (1 - w) log P_att + w log P_ctc(prefix).
   CTC must account for every stretch of audio, so it vetoes what the attention decoder
   alone might add or drop ("what time is it" for "what time is it please"), and loops.
+- `LanguageModel`: shallow fusion with a token LM trained on text (`asr/lm.py`): each
+  candidate's decoder log-probability gains `lm_weight` times the LM's, through its own cache.
 - `LogitFilter`s: rules applied to the scores before each choice (suppressed tokens,
   repetition loops, and with `words` a closed vocabulary: only listed words may be written,
   as a recogniser with a task grammar). The longest transcript allowed is tied to the encoder
@@ -28,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from asr.lm import TokenLM
 from asr.model import DecoderCache, SpeechTransformer
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
@@ -51,6 +54,8 @@ class DecodingOptions:
     ctc_no_speech: bool = True  # an utterance whose CTC best path is empty (all blank) is silent
     encoder_batch: int = 8  # encode at most this many at once (CPU: bigger batches spill caches)
     words: list[str] | None = None  # write only these words (any order, any number; None: any)
+    lm: str | None = None  # language model directory (asr.train_lm) for shallow fusion
+    lm_weight: float = 0.3  # log P_att + lm_weight * log P_lm, when `lm` is given
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -64,6 +69,10 @@ class DecodingOptions:
             if self.mode == "ctc_greedy":
                 raise ValueError("decode.words constrains the attention search, not "
                                  "decode.mode=ctc_greedy")
+        if self.lm is not None and self.mode == "ctc_greedy":
+            raise ValueError("decode.lm fuses with the attention search, not decode.mode=ctc_greedy")
+        if self.lm_weight < 0:
+            raise ValueError(f"decode.lm_weight must be >= 0, got {self.lm_weight}")
         if not 0.0 <= self.ctc_weight < 1.0:
             raise ValueError(f"decode.ctc_weight must be in [0, 1), got {self.ctc_weight} "
                              f"(decode.mode=ctc_greedy decodes with CTC alone)")
@@ -71,12 +80,13 @@ class DecodingOptions:
 
 @torch.no_grad()
 def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor, options: DecodingOptions,
-           pieces: list[str] | None = None) -> list[list[int]]:
+           pieces: list[str] | None = None, lm: TokenLM | None = None) -> list[list[int]]:
     """Token ids (no BOS/EOS) of the best transcript of each waveform in the batch.
 
-    `pieces` (the tokenizer's piece of each id) are needed only for `options.words`."""
+    `pieces` (the tokenizer's piece of each id) are needed only for `options.words`, `lm` (the
+    loaded `options.lm`) only for fusion."""
     memory, memory_lengths = encode(model, wave, lengths, options.encoder_batch)
-    return decode_memory(model, memory, memory_lengths, options, pieces)
+    return decode_memory(model, memory, memory_lengths, options, pieces, lm)
 
 
 def encode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
@@ -95,7 +105,8 @@ def encode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
 
 
 def decode_memory(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-                  options: DecodingOptions, pieces: list[str] | None = None) -> list[list[int]]:
+                  options: DecodingOptions, pieces: list[str] | None = None,
+                  lm: TokenLM | None = None) -> list[list[int]]:
     """Search given the encoder states (batch, frames, d_model) and their lengths."""
     if options.mode == "ctc_greedy":
         if model.ctc is None:
@@ -106,11 +117,11 @@ def decode_memory(model: SpeechTransformer, memory: Tensor, memory_lengths: Tens
         if not all(speech):
             return _only(speech, lambda keep: decode_memory(
                 model, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False),
-                pieces))
+                pieces, lm))
     max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
     search = GreedySearch() if options.beam_size == 1 else BeamSearch(options.beam_size,
                                                                       options.length_penalty)
-    scorer = Scorer(model, memory, memory_lengths, search.group, options, pieces)
+    scorer = Scorer(model, memory, memory_lengths, search.group, options, pieces, lm)
     return search.run(scorer, max_tokens)
 
 
@@ -182,6 +193,21 @@ class CachedInference(Inference):
         super().keep(utterances, rows)
         self.cache.select(rows)
         self.cache.keep_sources(utterances, self.memory.shape[1])
+
+
+class LanguageModel:
+    """Next-token log-probabilities of a token LM for the hypotheses, through its own cache
+    (rows follow the hypotheses as the decoder's cache does)."""
+
+    def __init__(self, lm: TokenLM) -> None:
+        self.lm, self.cache = lm, lm.new_cache()
+
+    def log_probs(self, tokens: Tensor) -> Tensor:
+        logits = self.lm(tokens[:, self.cache.offset:], self.cache)
+        return logits[:, -1].float().log_softmax(-1)
+
+    def select(self, rows: Tensor) -> None:
+        self.cache.select(rows)
 
 
 class CTCPrefixScorer:
@@ -345,13 +371,19 @@ class WordList(LogitFilter):
 
 class Scorer:
     """Joint next-token scores for a batch of hypotheses: attention decoder (through a cache
-    or not), logit filters, length limit, and optionally the CTC prefix score."""
+    or not) fused with a language model if given, logit filters, length limit, and optionally
+    the CTC prefix score."""
 
     def __init__(self, model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-                 group: int, options: DecodingOptions, pieces: list[str] | None = None) -> None:
+                 group: int, options: DecodingOptions, pieces: list[str] | None = None,
+                 lm: TokenLM | None = None) -> None:
         inference = CachedInference if options.kv_cache else FullInference
         self.inference = inference(model, memory, memory_lengths)
         self.group = group
+        if options.lm is not None and lm is None:
+            raise ValueError("decode.lm is set but no language model was loaded")
+        self.lm = LanguageModel(lm) if lm is not None and options.lm_weight > 0 else None
+        self.lm_weight = options.lm_weight
         self.filters: list[LogitFilter] = [SuppressTokens([PAD_ID, BOS_ID])]
         if options.max_repeats > 0:
             self.filters.append(RepetitionLimit(options.max_repeats))
@@ -370,6 +402,8 @@ class Scorer:
         """The `pre_beam` best next tokens of each hypothesis: (tokens, cumulative attention
         log P, joint score), each (hyps, pre_beam); `att_scores` is each prefix's log P_att."""
         log_probs = self.inference.log_probs(tokens)
+        if self.lm is not None:
+            log_probs += self.lm_weight * self.lm.log_probs(tokens)
         for f in self.filters:
             f.apply(log_probs, tokens)
         log_probs[at_limit] = -math.inf
@@ -386,6 +420,8 @@ class Scorer:
         (`reordered=False`: rows is every hypothesis in order, as in greedy search)."""
         if reordered:
             self.inference.select(rows)
+            if self.lm is not None:
+                self.lm.select(rows)
         if self.ctc is not None:
             self.ctc.select(rows, choice)
 
@@ -395,6 +431,8 @@ class Scorer:
         rows = (utterances[:, None] * self.group
                 + torch.arange(self.group, device=utterances.device)).flatten()
         self.inference.keep(utterances, rows)
+        if self.lm is not None:
+            self.lm.select(rows)
         if self.ctc is not None:
             self.ctc.keep(utterances, rows)
         return rows

@@ -60,13 +60,16 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, help="ctc_greedy: CTC head only, fastest")
     parser.add_argument("--words", help="a text file of the only words that may be written "
                                         "(a task's vocabulary, e.g. the ten digits)")
+    parser.add_argument("--lm", help="language model directory (python -m asr.train_lm) to fuse")
+    parser.add_argument("--lm-weight", type=float, help="log P_att + W log P_lm (default 0.3)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="auto")
 
 
 def decoding_overrides(args: argparse.Namespace) -> dict:
     pairs = {"beam_size": args.beam_size, "ctc_weight": args.ctc_weight, "mode": args.mode,
-             "words": read_words(args.words) if args.words else None}
+             "words": read_words(args.words) if args.words else None, "lm": args.lm,
+             "lm_weight": args.lm_weight}
     return {key: value for key, value in pairs.items() if value is not None}
 
 

@@ -24,6 +24,7 @@ from torch.nn.utils.rnn import pad_sequence
 from asr.audio import load_audio, prepare_array
 from asr.checkpoint import load_model_dir
 from asr.decoding import DecodingOptions, decode
+from asr.lm import TokenLM, load_lm
 from asr.model import SpeechTransformer
 from asr.stream import stream_array, stream_file
 from asr.tokenizer import Tokenizer
@@ -61,10 +62,11 @@ def pick_device(device: str = "auto") -> torch.device:
 
 
 def decode_texts(model: SpeechTransformer, tokenizer: Tokenizer, wave: torch.Tensor,
-                 lengths: torch.Tensor, options: DecodingOptions) -> list[str]:
-    """One padded batch of waveforms -> transcripts."""
+                 lengths: torch.Tensor, options: DecodingOptions,
+                 lm: TokenLM | None = None) -> list[str]:
+    """One padded batch of waveforms -> transcripts (`lm`: the loaded `options.lm`)."""
     pieces = tokenizer.pieces if options.words is not None else None
-    return [tokenizer.decode(ids) for ids in decode(model, wave, lengths, options, pieces)]
+    return [tokenizer.decode(ids) for ids in decode(model, wave, lengths, options, pieces, lm)]
 
 
 class Transcriber:
@@ -81,6 +83,7 @@ class Transcriber:
         self.options = options or DecodingOptions()
         self.vad, self.batch_size = vad, batch_size
         self.device = next(model.parameters()).device
+        self.lm = load_lm(self.options.lm, tokenizer, self.device) if self.options.lm else None
         self.sample_rate = model.frontend.cfg.sample_rate
 
     @classmethod
@@ -160,4 +163,4 @@ class Transcriber:
     def _decode(self, waves: list[torch.Tensor]) -> list[str]:
         wave = pad_sequence(waves, batch_first=True).to(self.device)
         lengths = torch.tensor([len(w) for w in waves], device=self.device)
-        return decode_texts(self.model, self.tokenizer, wave, lengths, self.options)
+        return decode_texts(self.model, self.tokenizer, wave, lengths, self.options, self.lm)
