@@ -14,6 +14,7 @@ from asr.data import read_manifest
 from asr.text import normalize_text
 from conftest import COMMANDS, DIGITS, FSDD, SHARED, require_shared, train_config
 from recipes import common
+from recipes.cathy import lm_text
 from recipes.cathy import prepare as cathy
 from recipes.fsdd import prepare as fsdd
 from recipes.speech_commands import prepare as speech_commands
@@ -134,6 +135,18 @@ def test_cathy_splits_by_prompt(cathy_out):
                  if r["prompt"] == "arctic_a0001")
     assert first["text"] == "Author of the danger trail, Philip Steels, etc."
     assert normalize_text(first["text"]) == "author of the danger trail philip steels etc"
+
+
+def test_cathy_lm_text_drops_the_scored_sentences(cathy_out, tmp_path):
+    """LM text: paragraphs -> normalised sentences of 3+ words, curly quotes straightened, and
+    no sentence that equals a dev or test transcript (the LM must not read what is scored)."""
+    held_out = [u.text for split in ("dev", "test") for u in read_manifest(cathy_out[split])]
+    exclude = {normalize_text(t) for t in held_out}
+    paragraph = f"It\u2019s late now. Go home! {held_out[0]} Why not 3 words?"
+    assert lm_text.sentences([paragraph], exclude) == ["it's late now", "why not three words"]
+    (tmp_path / "tales").write_text("One fine day.\n%\nA wise man\nsaid so.\n%\n")
+    (tmp_path / "tales.dat").write_bytes(b"\0\1")
+    assert lm_text.fortunes(tmp_path) == ["One fine day.", "A wise man said so."]
 
 
 @pytest.mark.parametrize("raw,expected", [
