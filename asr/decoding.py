@@ -55,7 +55,7 @@ class DecodingOptions:
     encoder_batch: int = 8  # encode at most this many at once (CPU: bigger batches spill caches)
     words: list[str] | None = None  # write only these words (any order, any number; None: any)
     lm: str | None = None  # language model directory (asr.train_lm) for shallow fusion
-    lm_weight: float = 0.3  # log P_att + lm_weight * log P_lm, when `lm` is given
+    lm_weight: float = 1.0  # log P_att + lm_weight * log P_lm, when `lm` is given (cathy dev pick)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

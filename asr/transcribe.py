@@ -61,7 +61,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--words", help="a text file of the only words that may be written "
                                         "(a task's vocabulary, e.g. the ten digits)")
     parser.add_argument("--lm", help="language model directory (python -m asr.train_lm) to fuse")
-    parser.add_argument("--lm-weight", type=float, help="log P_att + W log P_lm (default 0.3)")
+    parser.add_argument("--lm-weight", type=float, help="log P_att + W log P_lm (default 1.0)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="auto")
 
