@@ -5,19 +5,19 @@ read speech is a few thousand sentences). A language model learns from text, of 
 is far more, and in beam search its log-probabilities are added to the decoder's (shallow
 fusion, Gulcehre et al. 2015; ESPnet's and SpeechBrain's `lm_weight`). It predicts the same
 BPE pieces as the recogniser, so it is trained with that model's tokenizer, and it is the
-decoder's own residual blocks without cross-attention: the key/value cache of beam search
-works for it unchanged.
+recogniser's `TextDecoder` without cross-attention: the key/value cache of beam search works
+for it unchanged.
 """
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from asr.checkpoint import ModelDirError, atomic_write, load_torch, save_torch
-from asr.model import DecoderCache, ModelDimensions, ResidualAttentionBlock
-from asr.tokenizer import PAD_ID, Tokenizer
+from asr.model import DecoderCache, ModelDimensions, TextDecoder
+from asr.tokenizer import Tokenizer
 
 LM_FILE, TOKENIZER_FILE = "lm.pt", "tokenizer.model"
 
@@ -33,42 +33,24 @@ class LMDimensions:
     n_layers: int = 4
     dropout: float = 0.1
 
-    def block_dimensions(self) -> ModelDimensions:
-        """The residual blocks' settings, as the recogniser's decoder blocks take them."""
+    def decoder_dimensions(self) -> ModelDimensions:
+        """The same sizes as the recogniser's decoder takes them."""
         return ModelDimensions(n_vocab=self.n_vocab, d_model=self.d_model, n_head=self.n_head,
-                               d_ff=self.d_ff, dropout=self.dropout, pos="rope")
+                               d_ff=self.d_ff, n_decoder_layers=self.n_layers,
+                               dropout=self.dropout, pos="rope")
 
 
-class TokenLM(nn.Module):
-    """Token ids -> next-token logits; pre-LN blocks, output tied to the embedding."""
+class TokenLM(TextDecoder):
+    """Token ids -> next-token logits: the recogniser's decoder without cross-attention."""
 
     def __init__(self, dims: LMDimensions) -> None:
-        super().__init__()
+        super().__init__(dims.decoder_dimensions(), cross_attention=False)
         self.dims = dims
-        block_dims = dims.block_dimensions()
-        self.scale = dims.d_model**0.5
-        self.token_embedding = nn.Embedding(dims.n_vocab, dims.d_model, padding_idx=PAD_ID)
-        nn.init.normal_(self.token_embedding.weight, std=dims.d_model**-0.5)
-        self.drop = nn.Dropout(dims.dropout)
-        self.blocks = nn.ModuleList(ResidualAttentionBlock(block_dims, cross_attention=False)
-                                    for _ in range(dims.n_layers))
-        self.ln = nn.LayerNorm(dims.d_model)
 
     def forward(self, tokens: Tensor, cache: DecoderCache | None = None) -> Tensor:
         """Logits (batch, length, vocab) for every position of `tokens`; with a `cache`,
         `tokens` are only those after the `cache.offset` already seen."""
-        offset = cache.offset if cache is not None else 0
-        length = tokens.shape[1]
-        positions = torch.arange(offset, offset + length, device=tokens.device)
-        causal = None if length == 1 else torch.ones(
-            length, offset + length, dtype=torch.bool, device=tokens.device).tril(offset)
-        x = self.drop(self.token_embedding(tokens) * self.scale)
-        for i, block in enumerate(self.blocks):
-            layer_cache = (cache.self_attn[i], None) if cache is not None else None
-            x = block(x, causal, positions=positions, cache=layer_cache)
-        if cache is not None:
-            cache.offset += length
-        return self.ln(x) @ self.token_embedding.weight.T
+        return super().forward(tokens, None, None, cache)
 
     def new_cache(self) -> DecoderCache:
         return DecoderCache(len(self.blocks))

@@ -342,20 +342,24 @@ class AudioEncoder(nn.Module):
 
 
 class TextDecoder(nn.Module):
-    """Token ids + encoder states -> next-token logits (output tied to the embedding)."""
+    """Token ids + encoder states -> next-token logits (output tied to the embedding).
 
-    def __init__(self, dims: ModelDimensions) -> None:
+    Without cross-attention (`cross_attention=False`, no `memory`) it is a language model over
+    the same tokens (`asr.lm.TokenLM`), with the same key/value cache.
+    """
+
+    def __init__(self, dims: ModelDimensions, cross_attention: bool = True) -> None:
         super().__init__()
         self.scale = math.sqrt(dims.d_model)
         self.absolute = dims.absolute_pos
         self.token_embedding = nn.Embedding(dims.n_vocab, dims.d_model, padding_idx=PAD_ID)
         nn.init.normal_(self.token_embedding.weight, std=dims.d_model**-0.5)
         self.drop = nn.Dropout(dims.dropout)
-        self.blocks = nn.ModuleList(ResidualAttentionBlock(dims, cross_attention=True)
+        self.blocks = nn.ModuleList(ResidualAttentionBlock(dims, cross_attention)
                                     for _ in range(dims.n_decoder_layers))
         self.ln = nn.LayerNorm(dims.d_model) if dims.norm == "pre" else nn.Identity()
 
-    def forward(self, tokens: Tensor, memory: Tensor, memory_lengths: Tensor,
+    def forward(self, tokens: Tensor, memory: Tensor | None, memory_lengths: Tensor | None,
                 cache: DecoderCache | None = None) -> Tensor:
         """Logits for every position of `tokens`.
 
@@ -371,7 +375,8 @@ class TextDecoder(nn.Module):
         x = self.drop(x)
         causal = None if length == 1 else torch.ones(  # one new token may see all before it
             length, offset + length, dtype=torch.bool, device=x.device).tril(offset)
-        memory_mask = padding_mask(memory_lengths, memory.shape[1])[:, None, None, :]
+        memory_mask = None if memory is None else \
+            padding_mask(memory_lengths, memory.shape[1])[:, None, None, :]
         for i, block in enumerate(self.blocks):
             layer_cache = (cache.self_attn[i], cache.cross_attn[i]) if cache is not None else None
             x = block(x, causal, memory, memory_mask, positions, layer_cache)
