@@ -226,9 +226,10 @@ class CTCPrefixScorer:
         valid = torch.arange(frames, device=logits.device)[None] < lengths[:, None]
         # (batch, vocab, frames): a candidate's log-probabilities over time are one contiguous
         # row, so gathering them for every hypothesis copies rows, not single numbers
-        self.log_probs = log_probs.masked_fill(~valid[..., None], 0.0).transpose(1, 2).contiguous()
+        by_token = log_probs.transpose(1, 2)
+        self.log_probs = by_token.masked_fill(~valid[:, None], 0.0).contiguous()  # sums stay finite
+        self.emits = by_token.masked_fill(~valid[:, None], -math.inf).contiguous()  # no path there
         self.utt = torch.arange(len(lengths), device=logits.device).repeat_interleave(group)
-        self.valid = valid[self.utt]  # (hyps, frames)
         self.last_frame = (lengths - 1)[self.utt]
         blank = self.log_probs[self.utt, PAD_ID]
         self.blank_cum = blank.cumsum(-1)  # B[t] = sum of blank log-probs up to t
@@ -236,7 +237,7 @@ class CTCPrefixScorer:
         self.r_b = self.blank_cum.clone()
         self.last = torch.full_like(self.utt, BOS_ID)
         self.empty = torch.ones_like(self.utt, dtype=torch.bool)
-        self._pending: tuple[Tensor, Tensor, Tensor] | None = None
+        self._pending: tuple[Tensor, Tensor] | None = None
 
     def score(self, candidates: Tensor) -> Tensor:
         """(hyps, K) candidate tokens -> (hyps, K) log P_ctc(prefix + candidate).
@@ -245,28 +246,30 @@ class CTCPrefixScorer:
         score needs only phi (the paths into the new token); the forward variables, the
         costly part, are computed in `select` for the chosen candidates alone.
         """
-        x = self.log_probs[self.utt[:, None], candidates]  # (hyps, K, frames)
+        x = self.emits[self.utt[:, None], candidates]  # (hyps, K, frames)
         both = torch.logaddexp(self.r_n, self.r_b)
         phi = torch.where((candidates == self.last[:, None])[..., None], self.r_b[:, None],
                           both[:, None])  # paths into c: a repeat of the last token needs a blank
         first = x[..., :1] + self._start()[:, None, None]  # c emitted at frame 0
         starts = torch.cat([first, phi[..., :-1] + x[..., 1:]], -1)  # c first emitted at t
-        psi = starts.masked_fill(~self.valid[:, None], -math.inf).logsumexp(-1)
+        psi = starts.logsumexp(-1)
         ended = both.gather(1, self.last_frame[:, None])  # g complete: EOS
         psi = torch.where(candidates == EOS_ID, ended, psi)
-        self._pending = (candidates, x, phi)
+        self._pending = (candidates, phi)
         return psi.float()
 
     def select(self, rows: Tensor, choice: Tensor) -> None:
         """Hypothesis i now is row rows[i] of the last `score` extended by its candidate choice[i]."""
-        candidates, x, phi = self._pending
-        x, phi, start = x[rows, choice], phi[rows, choice], self._start()[rows, None]
+        candidates, phi = self._pending
+        chosen = candidates[rows, choice]
+        x = self.log_probs[self.utt[rows], chosen]
+        phi, start = phi[rows, choice], self._start()[rows, None]
         cum = x.cumsum(-1)
         self.r_n = cum + torch.cat([start, phi[:, :-1] - cum[:, :-1]], -1).logcumsumexp(-1)
         blank = self.blank_cum[rows]
         self.r_b = blank + torch.cat([torch.full_like(start, -math.inf),
                                       self.r_n[:, :-1] - blank[:, :-1]], -1).logcumsumexp(-1)
-        self.last = candidates[rows, choice]
+        self.last = chosen
         self.empty = torch.zeros_like(self.empty)
 
     def keep(self, utterances: Tensor, rows: Tensor) -> None:
@@ -275,8 +278,9 @@ class CTCPrefixScorer:
         frames = int(self.last_frame[rows].max()) + 1
         group = len(rows) // len(utterances)
         self.log_probs = self.log_probs[utterances, :, :frames]
+        self.emits = self.emits[utterances, :, :frames]
         self.utt = torch.arange(len(utterances), device=rows.device).repeat_interleave(group)
-        self.valid, self.blank_cum = self.valid[rows, :frames], self.blank_cum[rows, :frames]
+        self.blank_cum = self.blank_cum[rows, :frames]
         self.r_n, self.r_b = self.r_n[rows, :frames], self.r_b[rows, :frames]
         self.last_frame, self.last, self.empty = self.last_frame[rows], self.last[rows], self.empty[rows]
         self._pending = None
@@ -512,36 +516,39 @@ class BeamSearch:
                 finished: list["_Finished"], step: int) -> tuple[Tensor, Tensor]:
         """Move candidates ending in EOS to `finished`; the best others become the next beams.
 
+        Each utterance's candidates come sorted by score: the first `beam_size` that do not
+        end become its beams, the ending ones ranked above the last of them are finished.
         Returns, for each next beam, its index into the flattened (hyps, pre_beam)
         candidates, and the beams' -inf/0 liveness. Utterances that are done keep dead
-        beams so shapes stay fixed.
+        beams so shapes stay fixed. Tensor operations throughout: only the (few) ending
+        candidates are visited in Python.
         """
-        batch, beam = len(finished), self.group
+        batch, beam, device = len(finished), self.group, tokens.device
         pre_beam = candidates.shape[1]
-        flat = candidates.reshape(-1).tolist()
-        picked: list[int] = []
-        alive = torch.full((batch, beam), -math.inf)
-        for b in range(batch):
-            kept, best_live = 0, -math.inf
-            for score, index in zip(top_scores[b].tolist(), top_index[b].tolist(), strict=True):
-                if kept == beam or score == -math.inf or finished[b].done:
-                    break
-                index += b * beam * pre_beam
-                if flat[index] == EOS_ID:
-                    row = index // pre_beam
-                    finished[b].add(score, _strip(tokens[row, 1:].tolist()), step + 1,
-                                    self.length_penalty)
-                    continue
-                best_live = max(best_live, score)
-                alive[b, kept] = 0.0
-                picked.append(index)
-                kept += 1
-            picked += [b * beam * pre_beam] * (beam - kept)  # pad with dead beams
-            finished[b].update(best_live, beam)
-            if finished[b].done:
-                alive[b] = -math.inf
-        device = tokens.device
-        return torch.tensor(picked, device=device), alive.to(device)
+        base = torch.arange(batch, device=device)[:, None] * (beam * pre_beam)
+        index = top_index + base
+        searching = torch.tensor([not f.done for f in finished], device=device)[:, None]
+        usable = (top_scores > -math.inf) & searching
+        ends = candidates.reshape(-1)[index] == EOS_ID
+        goes_on = usable & ~ends
+        ranked_before = goes_on.cumsum(1) - goes_on.long()  # beams taken before this one
+        considered = usable & (ranked_before < beam)
+        live = goes_on & considered
+        for b, k in (ends & considered).nonzero().tolist():
+            row = int(index[b, k]) // pre_beam
+            finished[b].add(float(top_scores[b, k]), _strip(tokens[row, 1:].tolist()), step + 1,
+                            self.length_penalty)
+        best_live = torch.where(live, top_scores, -math.inf).amax(1).tolist()
+        # the live candidates first, in score order; dead beams (padding) after them
+        position = torch.arange(live.shape[1], device=device).expand_as(live)
+        order = torch.where(live, position, live.shape[1]).sort(1).values[:, :beam]
+        taken = order < live.shape[1]
+        picked = torch.where(taken, index.gather(1, order.clamp(max=live.shape[1] - 1)), base)
+        alive = torch.where(taken, 0.0, -math.inf)
+        for b, f in enumerate(finished):
+            f.update(best_live[b], beam)
+        done = torch.tensor([f.done for f in finished], device=device)
+        return picked.flatten(), alive.masked_fill(done[:, None], -math.inf)
 
 
 class _Finished:
@@ -549,14 +556,15 @@ class _Finished:
 
     def __init__(self) -> None:
         self.hypotheses: list[tuple[float, float, list[int]]] = []
+        self.best_score = -math.inf  # the best unnormalised score: what a live prefix must beat
         self.done = False
 
     def add(self, score: float, ids: list[int], length: int, length_penalty: float) -> None:
         self.hypotheses.append((score / length**length_penalty, score, ids))
+        self.best_score = max(self.best_score, score)
 
     def update(self, best_live: float, beam: int) -> None:
-        best_finished = max((h[1] for h in self.hypotheses), default=-math.inf)
-        self.done = len(self.hypotheses) >= beam and best_live < best_finished
+        self.done = len(self.hypotheses) >= beam and best_live < self.best_score
 
     def best(self) -> list[int]:
         return max(self.hypotheses, key=lambda h: h[0])[2] if self.hypotheses else []

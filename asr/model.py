@@ -194,13 +194,16 @@ class KVCache:
 
     Self-attention (`grows`) appends the keys/values of the tokens fed at each step, so each
     token is projected once; cross-attention projects the encoder states on the first step
-    and reuses them to the end of the utterance (as whisper's `kv_cache`).
+    and reuses them to the end of the utterance (as whisper's `kv_cache`). A growing cache
+    reorders its rows (the surviving beams) lazily, on the next append, so that reordering and
+    appending copy the cache once per step instead of twice.
     """
 
     def __init__(self, grows: bool) -> None:
         self.grows = grows
         self.k: Tensor | None = None
         self.v: Tensor | None = None
+        self.rows: Tensor | None = None  # pending `select` of a growing cache
 
     def keys_values(self, attn: MultiHeadAttention, source: Tensor,
                     positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -208,14 +211,31 @@ class KVCache:
             return self.k, self.v
         k, v = attn.project(source, positions)
         if self.k is not None:
-            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+            k, v = self._append(self.k, k), self._append(self.v, v)
+            self.rows = None
         self.k, self.v = k, v
         return k, v
 
     def select(self, rows: Tensor) -> None:
         """Keep (and repeat) the given batch rows, e.g. the beams that survive a step."""
-        if self.k is not None:
+        if self.k is None:
+            return
+        if self.grows:
+            self.rows = rows if self.rows is None else self.rows[rows]
+        else:
             self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+
+    def _append(self, cached: Tensor, new: Tensor) -> Tensor:
+        """The cached rows (reordered by the pending `select`) followed by `new` in time."""
+        batch, heads, length, dim = cached.shape
+        rows = len(self.rows) if self.rows is not None else batch
+        out = cached.new_empty(rows, heads, length + new.shape[2], dim)
+        if self.rows is None:
+            out[:, :, :length] = cached
+        else:
+            torch.index_select(cached, 0, self.rows, out=out[:, :, :length])
+        out[:, :, length:] = new
+        return out
 
 
 class DecoderCache:
