@@ -53,6 +53,7 @@ class DecodingOptions:
     kv_cache: bool = True  # reuse keys/values between steps (False: recompute, for reference)
     ctc_no_speech: bool = True  # an utterance whose CTC best path is empty (all blank) is silent
     encoder_batch: int = 8  # encode at most this many at once (CPU: bigger batches spill caches)
+    lead_in_ms: float = 0.0  # silence put before each utterance (for clips cut tight to the speech)
     words: list[str] | None = None  # write only these words (any order, any number; None: any)
     lm: str | None = None  # language model directory (asr.train_lm) for shallow fusion
     lm_weight: float = 1.0  # log P_att + lm_weight * log P_lm, when `lm` is given (cathy dev pick)
@@ -71,6 +72,8 @@ class DecodingOptions:
                                  "decode.mode=ctc_greedy")
         if self.lm is not None and self.mode == "ctc_greedy":
             raise ValueError("decode.lm fuses with the attention search, not decode.mode=ctc_greedy")
+        if self.lead_in_ms < 0:
+            raise ValueError(f"decode.lead_in_ms must be >= 0, got {self.lead_in_ms}")
         if self.lm_weight < 0:
             raise ValueError(f"decode.lm_weight must be >= 0, got {self.lm_weight}")
         if not 0.0 <= self.ctc_weight < 1.0:
@@ -84,7 +87,13 @@ def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor, options: Dec
     """Token ids (no BOS/EOS) of the best transcript of each waveform in the batch.
 
     `pieces` (the tokenizer's piece of each id) are needed only for `options.words`, `lm` (the
-    loaded `options.lm`) only for fusion."""
+    loaded `options.lm`) only for fusion. `options.lead_in_ms` of silence go before each
+    waveform: a model that heard a pause before the first word in training (synthetic speech,
+    most recordings) mishears clips that start right on it (FSDD's).
+    """
+    if options.lead_in_ms > 0:
+        samples = round(options.lead_in_ms / 1000 * model.frontend.cfg.sample_rate)
+        wave, lengths = F.pad(wave, (samples, 0)), lengths + samples
     memory, memory_lengths = encode(model, wave, lengths, options.encoder_batch)
     return decode_memory(model, memory, memory_lengths, options, pieces, lm)
 

@@ -62,6 +62,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
                                         "(a task's vocabulary, e.g. the ten digits)")
     parser.add_argument("--lm", help="language model directory (python -m asr.train_lm) to fuse")
     parser.add_argument("--lm-weight", type=float, help="log P_att + W log P_lm (default 1.0)")
+    parser.add_argument("--lead-in-ms", type=float,
+                        help="silence put before each utterance, for clips cut tight to the speech")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="auto")
 
@@ -69,7 +71,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
 def decoding_overrides(args: argparse.Namespace) -> dict:
     pairs = {"beam_size": args.beam_size, "ctc_weight": args.ctc_weight, "mode": args.mode,
              "words": read_words(args.words) if args.words else None, "lm": args.lm,
-             "lm_weight": args.lm_weight}
+             "lm_weight": args.lm_weight, "lead_in_ms": args.lead_in_ms}
     return {key: value for key, value in pairs.items() if value is not None}
 
 

@@ -49,6 +49,19 @@ def test_batched_search_equals_one_at_a_time(ctc_weight):
         assert any(len(ids) > 2 for ids in together)
 
 
+def test_lead_in_puts_silence_before_each_utterance():
+    """decode.lead_in_ms = the same search on waveforms that start with that much silence."""
+    model = peaked_model()
+    batch, lengths = waves(0.3, 0.6)
+    options = DecodingOptions(beam_size=3, max_len_ratio=0.5, lead_in_ms=100)
+    padded = torch.cat([torch.zeros(2, 1600), batch], dim=1)  # 100 ms at 16 kHz
+    expected = decode(model, padded, lengths + 1600, DecodingOptions(beam_size=3, max_len_ratio=0.5))
+    assert decode(model, batch, lengths, options) == expected
+    assert expected != decode(model, batch, lengths, DecodingOptions(beam_size=3, max_len_ratio=0.5))
+    with pytest.raises(ValueError, match="lead_in_ms must be >= 0"):
+        DecodingOptions(lead_in_ms=-5)
+
+
 def test_cache_gives_the_same_hypotheses_on_a_trained_model(overfit_model):
     """Greedy and beam, attention-only and joint: with and without the key/value cache."""
     model_dir, entries, _ = overfit_model

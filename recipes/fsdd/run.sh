@@ -18,5 +18,6 @@ else
 fi
 $py -m asr.train data=fsdd data.root="$data" trainer.out_dir="$model" "${start[@]}" \
   data.augment.speed.enabled=true 'data.augment.speed.factors=[0.8,0.9,1.0,1.1,1.2]' \
-  data.augment.gain.enabled=true trainer.keep_checkpoints=5 trainer.average_checkpoints=5 "$@"
+  data.augment.gain.enabled=true trainer.keep_checkpoints=5 trainer.average_checkpoints=5 \
+  decode.lead_in_ms=300 "$@"  # FSDD clips start right on the digit: 300 ms of silence first (dev's pick)
 $py -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --json "$model/test_results.json"
