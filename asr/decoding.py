@@ -239,6 +239,7 @@ class CTCPrefixScorer:
         self.log_probs = by_token.masked_fill(~valid[:, None], 0.0).contiguous()  # sums stay finite
         self.emits = by_token.masked_fill(~valid[:, None], -math.inf).contiguous()  # no path there
         self.utt = torch.arange(len(lengths), device=logits.device).repeat_interleave(group)
+        self.frames = frames  # frames still needed (of the longest utterance still searching)
         self.last_frame = (lengths - 1)[self.utt]
         blank = self.log_probs[self.utt, PAD_ID]
         self.blank_cum = blank.cumsum(-1)  # B[t] = sum of blank log-probs up to t
@@ -255,7 +256,7 @@ class CTCPrefixScorer:
         score needs only phi (the paths into the new token); the forward variables, the
         costly part, are computed in `select` for the chosen candidates alone.
         """
-        x = self.emits[self.utt[:, None], candidates]  # (hyps, K, frames)
+        x = self.emits[:, :, :self.frames][self.utt[:, None], candidates]  # (hyps, K, frames)
         both = torch.logaddexp(self.r_n, self.r_b)
         phi = torch.where((candidates == self.last[:, None])[..., None], self.r_b[:, None],
                           both[:, None])  # paths into c: a repeat of the last token needs a blank
@@ -271,7 +272,7 @@ class CTCPrefixScorer:
         """Hypothesis i now is row rows[i] of the last `score` extended by its candidate choice[i]."""
         candidates, phi = self._pending
         chosen = candidates[rows, choice]
-        x = self.log_probs[self.utt[rows], chosen]
+        x = self.log_probs[:, :, :self.frames][self.utt[rows], chosen]
         phi, start = phi[rows, choice], self._start()[rows, None]
         cum = x.cumsum(-1)
         self.r_n = cum + torch.cat([start, phi[:, :-1] - cum[:, :-1]], -1).logcumsumexp(-1)
@@ -281,14 +282,12 @@ class CTCPrefixScorer:
         self.last = chosen
         self.empty = torch.zeros_like(self.empty)
 
-    def keep(self, utterances: Tensor, rows: Tensor) -> None:
-        """Go on with these utterances (and `rows`, their hypotheses) only, and only as many
-        frames as the longest of them: later frames never change earlier forward variables."""
-        frames = int(self.last_frame[rows].max()) + 1
-        group = len(rows) // len(utterances)
-        self.log_probs = self.log_probs[utterances, :, :frames]
-        self.emits = self.emits[utterances, :, :frames]
-        self.utt = torch.arange(len(utterances), device=rows.device).repeat_interleave(group)
+    def keep(self, rows: Tensor) -> None:
+        """Go on with these hypotheses (those of the utterances still searching) only, and only
+        as many frames as the longest of them: later frames never change earlier forward
+        variables."""
+        frames = self.frames = int(self.last_frame[rows].max()) + 1
+        self.utt = self.utt[rows]  # the emissions stay as they are: rows index into them
         self.blank_cum = self.blank_cum[rows, :frames]
         self.r_n, self.r_b = self.r_n[rows, :frames], self.r_b[rows, :frames]
         self.last_frame, self.last, self.empty = self.last_frame[rows], self.last[rows], self.empty[rows]
@@ -447,7 +446,7 @@ class Scorer:
         if self.lm is not None:
             self.lm.select(rows)
         if self.ctc is not None:
-            self.ctc.keep(utterances, rows)
+            self.ctc.keep(rows)
         return rows
 
 
