@@ -227,9 +227,9 @@ class KVCache:
 
     def _append(self, cached: Tensor, new: Tensor) -> Tensor:
         """The cached rows (reordered by the pending `select`) followed by `new` in time."""
-        batch, heads, length, dim = cached.shape
-        rows = len(self.rows) if self.rows is not None else batch
-        out = cached.new_empty(rows, heads, length + new.shape[2], dim)
+        count = len(self.rows) if self.rows is not None else cached.shape[0]
+        _, heads, length, dim = cached.shape
+        out = cached.new_empty(count, heads, length + new.shape[2], dim)
         if self.rows is None:
             out[:, :, :length] = cached
         else:
