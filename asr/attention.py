@@ -29,12 +29,15 @@ class Rotary(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # derived: not in checkpoints
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        """`x` (..., time, head_dim) rotated at `positions` (time,)."""
+        """`x` (..., time, head_dim) rotated at `positions` (time,).
+
+        Each pair is one complex number turned by a unit phase: one multiply forward and one
+        backward, instead of the dozen real slices, products and a stack it takes otherwise.
+        """
         angle = positions.to(self.inv_freq.dtype)[:, None] * self.inv_freq
-        cos, sin = angle.cos(), angle.sin()
-        even, odd = x[..., 0::2].float(), x[..., 1::2].float()
-        rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-        return rotated.flatten(-2).type_as(x)
+        pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
+        turned = pairs * torch.polar(torch.ones_like(angle), angle)
+        return torch.view_as_real(turned).flatten(-2).type_as(x)
 
 
 class RelativePosition(nn.Module):

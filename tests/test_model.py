@@ -2,9 +2,11 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
+from asr.attention import Rotary
 from asr.features import FeatureConfig
-from asr.model import ModelDimensions, SpeechTransformer
+from asr.model import ModelDimensions, MultiHeadAttention, SpeechTransformer
 from asr.tokenizer import BOS_ID
 
 
@@ -88,3 +90,43 @@ def test_batch_of_empty_transcripts_trains():
     losses = model(wave, lengths, torch.zeros(2, 0, dtype=torch.long))
     assert all(torch.isfinite(v) for v in losses.values())
     losses["loss"].backward()
+
+
+@pytest.mark.parametrize("pos", [None, "rope"])
+@pytest.mark.parametrize("queries, keys", [(7, 7), (5, 12), (20, 70), (90, 90)])
+def test_attention_equals_the_textbook_formula(pos, queries, keys):
+    """The fused projections (one GEMM for q, k, v) and the written-out short-sequence path
+    compute softmax(q k^T / sqrt(d)) v with separately projected q, k, v, as SDPA does;
+    gradients too. Self-attention (queries == keys) takes the fused path; 70 and 90 keys take
+    SDPA's kernel, 7 and 12 the short path."""
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(32, 4, pos)
+    x = torch.randn(3, max(queries, keys), 32, requires_grad=True)
+    key_mask = (torch.arange(keys)[None, :] < torch.tensor([keys, keys - 3, 2])[:, None])
+    mask = key_mask[:, None, None, :]
+    source = x[:, :keys] if queries != keys else x
+
+    def split(t: torch.Tensor) -> torch.Tensor:
+        return t.unflatten(-1, (4, 8)).transpose(1, 2)
+
+    q, k, v = split(attn.query(x[:, :queries])), split(attn.key(source)), split(attn.value(source))
+    if pos == "rope":
+        q, k = attn.rotary(q, torch.arange(queries)), attn.rotary(k, torch.arange(keys))
+    expected = attn.out(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+                        .transpose(1, 2).flatten(2))
+    got = attn(x[:, :queries] if queries != keys else x, source, mask)
+    assert torch.allclose(got, expected, atol=1e-5)
+    grad_expected, = torch.autograd.grad(expected.square().sum(), x)
+    grad_got, = torch.autograd.grad(got.square().sum(), x)
+    assert torch.allclose(grad_got, grad_expected, atol=1e-4)
+
+
+def test_rotary_turns_pairs_by_position_angles():
+    """RoPE on (x_2i, x_2i+1) at position p: the pair rotated by p * 10000^(-2i/d)."""
+    x = torch.randn(2, 5, 8)
+    positions = torch.tensor([0, 1, 2, 7, 30])
+    got = Rotary(8)(x, positions)
+    angle = positions[:, None].float() * 10000.0 ** (-torch.arange(0, 8, 2).float() / 8)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    assert torch.allclose(got[..., 0::2], even * angle.cos() - odd * angle.sin(), atol=1e-6)
+    assert torch.allclose(got[..., 1::2], even * angle.sin() + odd * angle.cos(), atol=1e-6)
