@@ -353,7 +353,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             return self._bad_step("loss"), 0.0
         self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.trainer.grad_clip)
+        norm = clip_gradients(self.model.parameters(), self.cfg.trainer.grad_clip)
         if not torch.isfinite(norm):
             self.scaler.update()  # fp16: a lower loss scale for the next step
             self.optimizer.zero_grad(set_to_none=True)
@@ -516,6 +516,21 @@ def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]
         raise TrainingError(f"trainer.init_from={source}: its tokenizer cannot spell "
                             f"{' '.join(map(repr, unknown))} of the training transcripts")
     return model.state_dict(), tokenizer
+
+
+def clip_gradients(parameters, max_norm: float) -> torch.Tensor:
+    """Scale the gradients down to a total L2 norm of `max_norm` if they exceed it; the norm.
+
+    `clip_grad_norm_` multiplies every gradient by min(1, max_norm / norm) on every step, so
+    that a GPU never waits for the norm. The training step waits for it anyway (it checks that
+    the norm is finite), and most steps are under the limit: multiplying only then saves a
+    pass over all gradients, about 5% of a CPU step of the default model.
+    """
+    params = [p for p in parameters if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    if norm > max_norm:
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm)
+    return norm
 
 
 def micro_batch_groups(batches, size: int):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from asr.checkpoint import CHECKPOINT, load_model_dir, load_torch
+from asr.train import clip_gradients
 from asr.transcriber import Transcriber
 from conftest import ROOT, small_real_set, train_config, write_manifest
 
@@ -116,3 +117,21 @@ def test_fine_tuning_refuses_what_does_not_fit(overfit_model, tmp_path):
     cfg = train_config(tmp_path, run["manifest"], f"trainer.init_from={tmp_path / 'none'}")
     with pytest.raises(TrainingError, match=r"^trainer.init_from: .*none: not a model directory$"):
         Trainer(cfg)
+
+
+def test_clip_gradients_scales_only_when_over_the_limit():
+    """Over the limit, the gradients end with total norm max_norm, as clip_grad_norm_ leaves
+    them; under it they are untouched. Either way the returned norm is the norm before."""
+    weights = [torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2, 2)),
+               torch.nn.Parameter(torch.zeros(1))]  # the last has no gradient
+    weights[0].grad = torch.tensor([3.0, 0.0, 4.0])
+    weights[1].grad = torch.tensor([[0.0, 12.0], [0.0, 0.0]])  # total norm 13
+    norm = clip_gradients(weights, 6.5)
+    assert norm.item() == 13.0
+    assert torch.allclose(weights[0].grad, torch.tensor([1.5, 0.0, 2.0]))  # scaled by 6.5 / (13 + 1e-6)
+    assert torch.allclose(weights[1].grad, torch.tensor([[0.0, 6.0], [0.0, 0.0]]))
+    assert weights[2].grad is None
+    before = [w.grad.clone() for w in weights[:2]]
+    norm = clip_gradients(weights, 7.0)  # under the limit: nothing changes, bit for bit
+    assert norm.item() == pytest.approx(6.5)
+    assert all(torch.equal(w.grad, b) for w, b in zip(weights, before, strict=False))

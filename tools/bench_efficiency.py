@@ -24,6 +24,7 @@ from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
 from asr.model import ModelDimensions
+from asr.train import clip_gradients
 from bench_common import alternate, base_parser, markdown_table, median, report, set_threads
 from bench_training import Batch, Stepper, build, collate_real, default_config, real_batches
 
@@ -99,7 +100,7 @@ def profile_round(stepper: Stepper) -> tuple[dict[str, float], dict[str, float],
             with record_function("backward"):
                 loss.backward()
             with record_function("gradient clipping"):
-                nn.utils.clip_grad_norm_(model.parameters(), stepper.grad_clip)
+                clip_gradients(model.parameters(), stepper.grad_clip)
             with record_function("optimizer (Adam)"):
                 stepper.optimizer.step()
     events = {e.key: e for e in prof.key_averages()}

@@ -29,6 +29,7 @@ from asr.data import DurationBatchSampler
 from asr.features import FeatureConfig, FrontEnd
 from asr.model import ModelDimensions, SpeechTransformer, padding_mask, sinusoids
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from asr.train import clip_gradients
 from bench_common import (
     ROOT,
     alternate,
@@ -177,7 +178,7 @@ class Stepper:
         loss = self.model(batch["wave"], batch["lengths"], batch["tokens"])["loss"]
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        clip_gradients(self.model.parameters(), self.grad_clip)  # as asr.train does
         self.optimizer.step()
         return loss.item()
 
