@@ -63,6 +63,37 @@ def test_fsdd_splits_by_speaker(fsdd_out):
             assert (r["text"], r["speaker"]) == (DIGITS[int(digit)], speaker), split
 
 
+def test_fsdd_rehearsal_adds_the_digit_sentences_of_another_corpus_to_train(tmp_path):
+    """--rehearse: the lines of another manifest that say a digit join train (audio paths made
+    absolute), the others do not, and dev and test stay FSDD's own; a missing manifest is a
+    one-line error before anything is written."""
+    require_shared()
+    digit = sorted(FSDD.glob("3_*_4[89].wav"))[0]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "a.wav").write_bytes(digit.read_bytes())
+    other = tmp_path / "other" / "train.jsonl"
+    other.write_text("".join(json.dumps({"audio_filepath": "a.wav", "text": text, "duration": 0.5})
+                             + "\n" for text in ["set a timer for five minutes", "stop",
+                                                  "call nine one one", "one"]))
+    subset = tmp_path / "fsdd"
+    subset.mkdir()
+    for path in sorted(FSDD.glob("[01]_*_4[89].wav")):
+        (subset / path.name).symlink_to(path)
+    plain = fsdd.prepare(subset, tmp_path / "plain", strings={})
+    out = fsdd.prepare(subset, tmp_path / "mixed", strings={}, rehearse=other)
+    added = rows(out["train"])[len(rows(plain["train"])):]
+    assert [r["text"] for r in added] == ["set a timer for five minutes", "call nine one one",
+                                           "one"]
+    assert {r["audio_filepath"] for r in added} == {str((tmp_path / "other" / "a.wav").resolve())}
+    assert {r["kind"] for r in added} == {"rehearsal"}
+    for split in ("dev", "test"):
+        assert rows(out[split]) == rows(plain[split])
+    with pytest.raises(SystemExit, match=f"^error: --rehearse {tmp_path}/absent.jsonl: manifest "
+                                         "not found$"):
+        fsdd.prepare(subset, tmp_path / "never", strings={}, rehearse=tmp_path / "absent.jsonl")
+    assert not (tmp_path / "never").exists()
+
+
 def test_fsdd_digit_strings_match_their_recordings(fsdd_out):
     train_sources = {s for r in rows(fsdd_out["train"]) for s in r["sources"]}
     for split, count in {"train": 12, "dev": 3, "test": 4}.items():

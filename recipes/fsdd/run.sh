@@ -9,13 +9,17 @@ py=${PYTHON:-.venv/bin/python}
 data=data/fsdd
 model=exp/fsdd
 
-$py -m recipes.fsdd.prepare ${ROOT:+--root "$ROOT"} --out "$data"
+prep=()
 if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and tokenizer
   start=(trainer.init_from="$INIT" optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=8)
+  # ...hearing its synthetic digits again beside the three real speakers (REHEARSE=none: not)
+  rehearse=${REHEARSE:-data/voice_commands_synthetic/train.jsonl}
+  [ "$rehearse" = none ] || prep=(--rehearse "$rehearse")
 else
   start=(model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=32 scheduler.warmup_steps=400
          trainer.max_epochs=15)
 fi
+$py -m recipes.fsdd.prepare ${ROOT:+--root "$ROOT"} --out "$data" "${prep[@]}"
 $py -m asr.train data=fsdd data.root="$data" trainer.out_dir="$model" "${start[@]}" \
   data.augment.speed.enabled=true 'data.augment.speed.factors=[0.8,0.9,1.0,1.1,1.2]' \
   data.augment.gain.enabled=true trainer.keep_checkpoints=5 trainer.average_checkpoints=5 \
