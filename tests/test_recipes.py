@@ -80,7 +80,7 @@ def test_fsdd_rehearsal_adds_the_digit_sentences_of_another_corpus_to_train(tmp_
     for path in sorted(FSDD.glob("[01]_*_4[89].wav")):
         (subset / path.name).symlink_to(path)
     plain = fsdd.prepare(subset, tmp_path / "plain", strings={})
-    out = fsdd.prepare(subset, tmp_path / "mixed", strings={}, rehearse=other)
+    out = fsdd.prepare(subset, tmp_path / "mixed", strings={}, rehearse=[other])
     added = rows(out["train"])[len(rows(plain["train"])):]
     assert [r["text"] for r in added] == ["set a timer for five minutes", "call nine one one",
                                            "one"]
@@ -90,7 +90,7 @@ def test_fsdd_rehearsal_adds_the_digit_sentences_of_another_corpus_to_train(tmp_
         assert rows(out[split]) == rows(plain[split])
     with pytest.raises(SystemExit, match=f"^error: --rehearse {tmp_path}/absent.jsonl: manifest "
                                          "not found$"):
-        fsdd.prepare(subset, tmp_path / "never", strings={}, rehearse=tmp_path / "absent.jsonl")
+        fsdd.prepare(subset, tmp_path / "never", strings={}, rehearse=[tmp_path / "absent.jsonl"])
     assert not (tmp_path / "never").exists()
 
 

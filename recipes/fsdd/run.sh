@@ -12,9 +12,13 @@ model=exp/fsdd
 prep=()
 if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and tokenizer
   start=(trainer.init_from="$INIT" optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=8)
-  # ...hearing its synthetic digits again beside the three real speakers (REHEARSE=none: not)
-  rehearse=${REHEARSE:-data/voice_commands_synthetic/train.jsonl}
-  [ "$rehearse" = none ] || prep=(--rehearse "$rehearse")
+  # ...hearing digits from many synthetic voices beside the three real speakers: its own
+  # corpus's digit sentences and 1500 synthetic digit strings (REHEARSE=none: neither)
+  if [ "${REHEARSE:-}" != none ]; then
+    $py -m recipes.fsdd.synthetic --out data/fsdd_synthetic --count 1500 --jobs "$(nproc)"
+    prep=(--rehearse "${REHEARSE:-data/voice_commands_synthetic/train.jsonl}"
+          data/fsdd_synthetic/train.jsonl)
+  fi
 else
   start=(model=small model.stack=4 optim.lr=2e-3 tokenizer.vocab_size=32 scheduler.warmup_steps=400
          trainer.max_epochs=15)
