@@ -2,6 +2,7 @@
 
 import io
 import json
+import shutil
 import tarfile
 import zipfile
 from collections import defaultdict
@@ -17,7 +18,9 @@ from recipes import common
 from recipes.cathy import lm_text
 from recipes.cathy import prepare as cathy
 from recipes.fsdd import prepare as fsdd
+from recipes.fsdd import synthetic as fsdd_synthetic
 from recipes.speech_commands import prepare as speech_commands
+from recipes.voice_commands import prepare as voice_commands
 
 CATHY = SHARED / "cathy"
 
@@ -259,3 +262,24 @@ def test_training_on_recipe_manifests_lowers_the_loss(recipe, tmp_path, request)
     state = Trainer(cfg).fit()
     losses = [epoch["train_loss"] for epoch in state.history]
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
+def test_fsdd_synthetic_digit_strings(tmp_path):
+    """Strings of 1-7 digit words by the synthetic corpus's training voices, 16 kHz files whose
+    lengths the manifest states, the same whatever the number of processes."""
+    a = fsdd_synthetic.generate(tmp_path / "a", count=4, processes=2)
+    b = fsdd_synthetic.generate(tmp_path / "b", count=4, processes=1)
+    lines, again = rows(a), rows(b)
+    assert [r["text"] for r in lines] == [r["text"] for r in again]
+    assert all(Path(x["audio_filepath"]).read_bytes() == Path(y["audio_filepath"]).read_bytes()
+               for x, y in zip(lines, again, strict=True))
+    assert len(lines) == 4
+    for line in lines:
+        assert 1 <= len(line["text"].split()) <= fsdd.MAX_DIGITS
+        assert set(line["text"].split()) <= set(fsdd.DIGITS)
+        assert voice_commands.HELD_OUT.get((line["engine"], line["voice"].split("+")[-1]),
+                                           "train") == "train"
+        info = sf.info(line["audio_filepath"])
+        assert Path(line["audio_filepath"]).is_absolute() and info.samplerate == 16000
+        assert abs(info.frames / info.samplerate - line["duration"]) < 0.01
