@@ -91,17 +91,19 @@ def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
     return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
 
 
-# On CPU, SDPA's kernel (forward + backward, 16 x 4 heads x 36) is 1.2-1.6x slower than the
-# three plain ops below for up to ~64 keys, and faster from ~128 (measured 2026-11-25, 2 threads).
+# On CPU, SDPA's kernel (forward + backward, 16 x 4 heads x 36) is 1.2-1.6x slower than
+# `attention_softmax(q, k, mask) @ v` for up to ~64 keys, and faster from ~128 (measured
+# 2026-11-25, 2 threads).
 SHORT_KEYS = 64
 
 
-def short_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-    """softmax(q k^T / sqrt(d)) v written out: what SDPA computes, for short key sequences."""
+def attention_softmax(q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+    """softmax(q k^T / sqrt(d)) over the keys `mask` allows: the weights SDPA applies to v,
+    written out (for short key sequences on CPU, and for plots)."""
     scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(-1) @ v
+    return scores.softmax(-1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -196,7 +198,7 @@ class MultiHeadAttention(nn.Module):
         if self.relative is not None:
             return self.relative(q, k, v, self._buckets(q, k, positions, key_positions), mask)
         if q.device.type == "cpu" and k.shape[2] <= SHORT_KEYS:
-            return short_attention(q, k, v, mask)
+            return attention_softmax(q, k, mask) @ v
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def attention_weights(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
@@ -205,11 +207,9 @@ class MultiHeadAttention(nn.Module):
         """Softmax weights (batch, heads, queries, keys) of full attention, for plots."""
         q, (k, _) = self.queries(x, positions), self.project(source, key_positions)
         if self.relative is not None:
-            logits = self.relative.scores(q, k, self._buckets(q, k, positions, key_positions), mask)
-        else:
-            logits = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
-            logits = logits if mask is None else logits.masked_fill(~mask, float("-inf"))
-        return logits.softmax(-1)
+            buckets = self._buckets(q, k, positions, key_positions)
+            return self.relative.scores(q, k, buckets, mask).softmax(-1)
+        return attention_softmax(q, k, mask)
 
     def _buckets(self, q: Tensor, k: Tensor, positions: Tensor | None,
                  key_positions: Tensor | None) -> Tensor:

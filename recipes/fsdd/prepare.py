@@ -46,6 +46,7 @@ from recipes.common import SPLITS, download, manifest_line, named_split, write_m
 
 URL = "https://github.com/Jakobovski/free-spoken-digit-dataset/archive/refs/heads/master.zip"
 DIGITS = "zero one two three four five six seven eight nine".split()
+DIGIT_SET = frozenset(DIGITS)
 NAME = re.compile(r"(\d)_([A-Za-z]+)_(\d+)\.wav")
 TEST_SPEAKERS = ("yweweler",)
 STRINGS = {"train": 2000, "dev": 200, "test": 300}
@@ -124,7 +125,7 @@ def rehearsal(manifest: Path) -> list[dict]:
     try:
         return [manifest_line(Path(u.audio_filepath).resolve(), u.text, u.duration,
                               speaker="rehearsal", kind="rehearsal", sources=[str(manifest)])
-                for u in iter_manifest(manifest) if set(u.text.split()) & set(DIGITS)]
+                for u in iter_manifest(manifest) if not DIGIT_SET.isdisjoint(u.text.split())]
     except ManifestError as err:
         raise SystemExit(f"error: --rehearse {err}") from None
 
