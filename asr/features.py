@@ -1,5 +1,9 @@
 """Front end: waveforms -> normalised log-mel (fbank) or MFCC frames, as an `nn.Module`.
 
+VTLP (vocal-tract length perturbation) is here rather than with the waveform augmentations
+(asr/augment.py): scaling formants without touching tempo or pitch is one interpolation of the
+power spectrum, whereas the waveform's resampling (speed perturbation) moves all three at once.
+
 Being a module means it runs on the model's device (the GPU when training there) and that its
 global CMVN statistics travel inside the model's weights. Frames are computed without centre
 padding, so a frame only ever sees samples of its own utterance: batching never changes them.
@@ -30,6 +34,9 @@ class FeatureConfig:
     time_masks: int = 2
     time_width: int = 20
     time_max_ratio: float = 0.2
+    # VTLP (training only): each utterance's frequency axis warped by a factor drawn from
+    # [1 - vtlp, 1 + vtlp] (Jaitly & Hinton 2013: 0.1); 0 is off.
+    vtlp: float = 0.0
 
     @property
     def win_length(self) -> int:
@@ -42,6 +49,27 @@ class FeatureConfig:
     @property
     def dim(self) -> int:
         return self.n_mels if self.kind == "fbank" else self.n_mfcc
+
+
+def vtlp_warp(power: torch.Tensor, alpha: torch.Tensor, boundary: float = 0.6) -> torch.Tensor:
+    """Warp (batch, bins, frames) power spectra's frequency axis by `alpha` per utterance.
+
+    Jaitly & Hinton's (2013) piecewise-linear VTLP map f -> alpha f up to a boundary (0.6 of
+    Nyquist: their 4.8 kHz at 16 kHz), then a straight line to Nyquist, so no energy falls off
+    the top or leaves a gap there. A longer vocal tract (alpha < 1) moves every formant down.
+    Each output bin at f' takes the (linearly interpolated) input at the map's inverse.
+    """
+    bins = power.shape[1]
+    out = torch.linspace(0.0, 1.0, bins, device=power.device)  # frequency / Nyquist
+    alpha = alpha.to(power.dtype)[:, None]
+    edge = boundary * alpha.clamp(max=1.0)  # where f' = alpha f ends, in output frequency
+    source = torch.where(out <= edge, out / alpha,
+                         1 - (1 - out) * (1 - edge / alpha) / (1 - edge))
+    index = (source * (bins - 1)).clamp(0, bins - 1)
+    low = index.floor().long().clamp(max=bins - 2)
+    frac = (index - low)[..., None]
+    low = low[..., None].expand(-1, -1, power.shape[2])
+    return torch.gather(power, 1, low) * (1 - frac) + torch.gather(power, 1, low + 1) * frac
 
 
 class FrontEnd(nn.Module):
@@ -74,15 +102,20 @@ class FrontEnd(nn.Module):
         frames = (lengths - self.cfg.n_fft) // self.cfg.hop_length + 1
         return frames.clamp(min=1)
 
-    def raw(self, wave: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Un-normalised features; waveforms shorter than one FFT frame are zero-padded to it."""
+    def raw(self, wave: torch.Tensor, lengths: torch.Tensor,
+            warp: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Un-normalised features; waveforms shorter than one FFT frame are zero-padded to it.
+        `warp` (one factor per utterance) applies VTLP to the power spectrum."""
         if wave.shape[-1] < self.cfg.n_fft:
             wave = nn.functional.pad(wave, (0, self.cfg.n_fft - wave.shape[-1]))
         with torch.autocast(wave.device.type, enabled=False):
             spec = self.spectrogram(wave.float())
             # |X|^2 as re^2 + im^2: on CPU, complex abs() squared was 2.5x slower and a sum
             # over view_as_real's last axis (of size 2) 9x slower (32 x 2.5 s, one thread).
-            mel = self.mel(spec.real.square() + spec.imag.square()).transpose(1, 2)
+            power = spec.real.square() + spec.imag.square()
+            if warp is not None:
+                power = vtlp_warp(power, warp)
+            mel = self.mel(power).transpose(1, 2)
             if self.cfg.kind == "fbank":
                 feats = torch.log(mel + 1e-6)
             else:  # 4-D input: the 80 dB floor is relative to each utterance's own peak
@@ -90,7 +123,10 @@ class FrontEnd(nn.Module):
         return feats, self.frame_lengths(lengths)
 
     def forward(self, wave: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        feats, frames = self.raw(wave, lengths)
+        warp = None
+        if self.training and self.cfg.vtlp > 0:
+            warp = 1 + self.cfg.vtlp * (2 * torch.rand(len(wave), device=wave.device) - 1)
+        feats, frames = self.raw(wave, lengths, warp)
         feats = (feats - self.cmvn_mean) / self.cmvn_std
         if self.training:
             feats = self.spec_augment(feats)

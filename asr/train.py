@@ -487,7 +487,7 @@ class Trainer:
 TRAINING_ONLY = {"model": {"dropout", "label_smoothing", "ctc_weight", "guided_attention",
                            "guided_attention_width", "n_vocab", "n_input"},
                  "features": {"freq_masks", "freq_width", "time_masks", "time_width",
-                              "time_max_ratio"}}
+                              "time_max_ratio", "vtlp"}}
 
 
 def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]:

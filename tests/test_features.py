@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from asr.audio import load_audio
-from asr.features import FeatureConfig, FrontEnd
+from asr.features import FeatureConfig, FrontEnd, vtlp_warp
 from conftest import COMMANDS, fsdd_file
 
 
@@ -68,3 +68,36 @@ def test_spec_augment_only_in_training(waves):
     clean, _ = front.eval()(wave, lengths)
     assert (masked == 0).sum() > (clean == 0).sum()
     assert torch.equal(clean, front(wave, lengths)[0])  # eval is deterministic
+
+
+def tone_power(front: FrontEnd, hz: float) -> torch.Tensor:
+    t = torch.arange(16000) / 16000
+    spec = front.spectrogram(torch.sin(2 * np.pi * hz * t)[None])
+    return spec.real.square() + spec.imag.square()
+
+
+@pytest.mark.parametrize(("hz", "alpha", "expected_hz"), [
+    (1000.0, 1.0, 1000.0), (1000.0, 1.1, 1100.0), (1000.0, 0.9, 900.0),  # below the boundary: x alpha
+    # above the boundary (4.8 kHz out, 4.8 / 1.1 in) the map runs straight to Nyquist
+    (7000.0, 1.1, 8000 - (8000 - 4800) / (8000 - 4800 / 1.1) * (8000 - 7000)),
+])
+def test_vtlp_moves_a_tone_by_the_warp_factor(hz, alpha, expected_hz):
+    front = FrontEnd(FeatureConfig())
+    warped = vtlp_warp(tone_power(front, hz), torch.tensor([alpha]))
+    peak_hz = warped[0].mean(-1).argmax().item() * 16000 / 512
+    assert abs(peak_hz - expected_hz) <= 16000 / 512 / 2 + 1e-6
+    if alpha == 1.0:
+        assert torch.allclose(warped, tone_power(front, hz), rtol=1e-5, atol=1e-6)
+
+
+def test_vtlp_only_in_training_and_per_utterance(waves):
+    front = FrontEnd(FeatureConfig(vtlp=0.1))
+    wave = waves[0][None].repeat(4, 1)
+    lengths = torch.full((4,), waves[0].shape[0])
+    torch.manual_seed(0)
+    warped, _ = front.train()(wave, lengths)
+    clean, _ = front.eval()(wave, lengths)
+    assert all(not torch.allclose(w, clean[0], atol=1e-3) for w in warped)
+    assert not torch.allclose(warped[0], warped[1], atol=1e-3)  # a factor per utterance
+    assert torch.equal(clean[0], clean[3])
+    assert torch.equal(clean, FrontEnd(FeatureConfig()).eval()(wave, lengths)[0])
