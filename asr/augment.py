@@ -8,6 +8,9 @@ these is simulated on the waveform, before the front end, and only for training:
   shifts pitch and formants, so three factors act like three speakers per speaker;
 - additive noise from real background recordings (e.g. Speech Commands' `_silence_` clips) at
   a random signal-to-noise ratio;
+- narrowband: a share of utterances passed through a lower sample rate and back (8 kHz: the
+  telephone band and corpora like FSDD), so that a model trained on wide-band speech does not
+  lean on frequencies above 4 kHz that such recordings never have;
 - a random gain in dB.
 
 Configured under `data.augment` (conf/data/*.yaml), each part switched on by its own `enabled`
@@ -25,7 +28,7 @@ import torch
 import torchaudio.functional as AF
 from omegaconf import DictConfig, OmegaConf
 
-from asr.audio import load_audio
+from asr.audio import load_audio, resample
 from asr.data import read_manifest
 
 
@@ -44,6 +47,13 @@ class NoiseConfig:
 
 
 @dataclass
+class NarrowbandConfig:
+    enabled: bool = False
+    prob: float = 0.5  # share of utterances band-limited
+    rate: int = 8000  # the rate they pass through: energy above rate / 2 is removed
+
+
+@dataclass
 class GainConfig:
     enabled: bool = False
     db: Sequence[float] = (-10.0, 6.0)  # gain drawn uniformly from [low, high] dB
@@ -53,6 +63,7 @@ class GainConfig:
 class AugmentConfig:
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
+    narrowband: NarrowbandConfig = field(default_factory=NarrowbandConfig)
     gain: GainConfig = field(default_factory=GainConfig)
 
     @classmethod
@@ -61,16 +72,18 @@ class AugmentConfig:
         if isinstance(options, DictConfig):
             options = OmegaConf.to_container(options, resolve=True)
         options = dict(options or {})
-        unknown = set(options) - {"speed", "noise", "gain"}
+        unknown = set(options) - {"speed", "noise", "narrowband", "gain"}
         if unknown:
             raise ValueError(f"data.augment: unknown part(s) {', '.join(sorted(unknown))}")
         return cls(SpeedConfig(**dict(options.get("speed") or {})),
                    NoiseConfig(**dict(options.get("noise") or {})),
+                   NarrowbandConfig(**dict(options.get("narrowband") or {})),
                    GainConfig(**dict(options.get("gain") or {})))
 
     @property
     def enabled(self) -> bool:
-        return self.speed.enabled or self.noise.enabled or self.gain.enabled
+        return (self.speed.enabled or self.noise.enabled or self.narrowband.enabled
+                or self.gain.enabled)
 
 
 def speed_perturb(wave: torch.Tensor, sample_rate: int, factor: float) -> torch.Tensor:
@@ -90,6 +103,17 @@ def add_noise(wave: torch.Tensor, noise: torch.Tensor, snr_db: float) -> torch.T
     return AF.add_noise(wave[None], noise[None], torch.tensor([float(snr_db)]))[0]
 
 
+def band_limit(wave: torch.Tensor, sample_rate: int, rate: int) -> torch.Tensor:
+    """`wave` as if recorded at `rate` and then loaded at `sample_rate`: same length, nothing
+    left above rate / 2 but what `load_audio`'s resampling itself puts there. The way down is a
+    sharp filter (a recorder's anti-aliasing; torchaudio's default 6 zero crossings let through
+    several times the energy at 4.25-4.5 kHz); the way up is `load_audio`'s."""
+    if rate >= sample_rate:
+        return wave
+    low = AF.resample(wave, sample_rate, rate, lowpass_filter_width=64)
+    return resample(low, rate, sample_rate)[:len(wave)]
+
+
 def apply_gain(wave: torch.Tensor, gain_db: float) -> torch.Tensor:
     return wave * 10 ** (gain_db / 20)
 
@@ -100,7 +124,8 @@ def _uniform(low_high: Sequence[float]) -> float:
 
 
 class Augmenter:
-    """Speed, then noise, then gain, each drawn per utterance where enabled."""
+    """Speed, then noise, then the narrow band (the channel follows the room), then gain, each
+    drawn per utterance where enabled."""
 
     def __init__(self, config: AugmentConfig, sample_rate: int) -> None:
         self.config, self.sample_rate = config, sample_rate
@@ -130,6 +155,9 @@ class Augmenter:
                 start = torch.randint(len(clip) - len(wave) + 1, ()).item()
                 clip = clip[start:start + len(wave)]
             wave = add_noise(wave, clip, _uniform(noise.snr_db))
+        band = self.config.narrowband
+        if band.enabled and torch.rand(()).item() < band.prob:
+            wave = band_limit(wave, self.sample_rate, band.rate)
         if gain.enabled:
             wave = apply_gain(wave, _uniform(gain.db))
         return wave

@@ -5,7 +5,14 @@ import soundfile as sf
 import torch
 
 from asr.audio import load_audio
-from asr.augment import AugmentConfig, Augmenter, add_noise, apply_gain, speed_perturb
+from asr.augment import (
+    AugmentConfig,
+    Augmenter,
+    add_noise,
+    apply_gain,
+    band_limit,
+    speed_perturb,
+)
 from asr.data import SpeechDataset, Utterance, collate
 from conftest import COMMANDS, fsdd_file, require_shared, train_config, write_manifest
 
@@ -50,6 +57,23 @@ def test_noise_is_added_at_the_requested_snr(speech, noise, snr):
 def test_gain_scales_by_decibels(speech):
     assert torch.allclose(apply_gain(speech, 6.0), speech * 10 ** 0.3)
     assert power(apply_gain(speech, -20.0)) == pytest.approx(power(speech) / 100, rel=1e-5)
+
+
+def test_narrowband_removes_energy_above_half_the_rate(speech):
+    narrow = band_limit(speech, 16000, 8000)
+    assert narrow.shape == speech.shape
+    spectrum = torch.fft.rfft(speech.double()).abs().square()
+    narrow_spectrum = torch.fft.rfft(narrow.double()).abs().square()
+    # 5 kHz and up: past the images that loading an 8 kHz file at 16 kHz leaves at 4-4.5 kHz
+    top = len(spectrum) * 5 // 8
+    assert spectrum[top:].sum() > 1e-3 * spectrum.sum()  # the recording has energy up there...
+    assert narrow_spectrum[top:].sum() < 1e-3 * spectrum[top:].sum()  # ...which is gone
+    low = len(spectrum) * 3 // 8  # below 3 kHz nothing changes
+    assert float(narrow_spectrum[:low].sum()) == pytest.approx(float(spectrum[:low].sum()), rel=0.01)
+    assert band_limit(speech, 16000, 16000) is speech
+    # An 8 kHz recording loaded at 16 kHz already is narrowband: it passes (almost) unchanged.
+    fsdd = load_audio(fsdd_file(3, "lucas", 7), 16000)
+    assert power(band_limit(fsdd, 16000, 8000) - fsdd) < 1e-4 * power(fsdd)
 
 
 def test_augmenter_draws_each_enabled_part(speech, tmp_path):
