@@ -14,12 +14,12 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
   start=(trainer.init_from="$INIT" optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=8)
   # ...hearing digits from many synthetic voices beside the three real speakers: its own
   # corpus's digit sentences and 1500 synthetic digit strings (REHEARSE=none: neither)
-  # The synthetic speech is 16 kHz wide-band, FSDD 8 kHz: every training utterance goes
-  # through 8 kHz and back (FSDD's own pass unchanged), so none teaches cues above 4 kHz.
   if [ "${REHEARSE:-}" != none ]; then
     $py -m recipes.fsdd.synthetic --out data/fsdd_synthetic --count 1500 --jobs "$(nproc)"
     prep=(--rehearse "${REHEARSE:-data/voice_commands_synthetic/train.jsonl}"
           data/fsdd_synthetic/train.jsonl)
+    # The synthetic speech is 16 kHz wide-band, FSDD 8 kHz: every training utterance goes
+    # through 8 kHz and back (FSDD's own pass unchanged), so none teaches cues above 4 kHz.
     start+=(data.augment.narrowband.enabled=true data.augment.narrowband.prob=1.0)
   fi
 else
