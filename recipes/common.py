@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from asr.checkpoint import save_text
+from asr.data import ManifestError, iter_manifest
 
 SPLITS = ("train", "dev", "test")
 _MAX_PER_CLASS = 2**27 - 1  # Speech Commands' MAX_NUM_WAVS_PER_CLASS
@@ -49,6 +50,18 @@ def named_split(group: str, dev: Iterable[str], test: Iterable[str]) -> str:
 def manifest_line(audio: Path, text: str, duration: float, **extra) -> dict:
     """One NeMo manifest entry; extra keys (speaker, prompt, ...) ride along for analysis."""
     return {"audio_filepath": str(audio), "text": text, "duration": round(duration, 4), **extra}
+
+
+def rehearsal(manifest: Path, keep: Callable[[str], bool] = bool) -> list[dict]:
+    """The utterances of another corpus's `manifest` whose text `keep` accepts (default: any
+    non-empty text), as training lines of kind "rehearsal" with absolute audio paths: a model
+    fine-tuned on a small real corpus keeps hearing what it started from."""
+    try:
+        return [manifest_line(Path(u.audio_filepath).resolve(), u.text, u.duration,
+                              speaker="rehearsal", kind="rehearsal", sources=[str(manifest)])
+                for u in iter_manifest(manifest) if keep(u.text)]
+    except ManifestError as err:
+        raise SystemExit(f"error: --rehearse {err}") from None
 
 
 def write_manifests(out: Path, entries: Mapping[str, list[dict]],
@@ -123,8 +136,9 @@ def _check_member(name: str, into: Path, url: str) -> None:
 def percent_split_cli(argv: list[str] | None, description: str, default_out: str,
                       prepare: Callable[..., dict[str, Path]],
                       summary: Callable[[Mapping[str, Path]], str], dev_percent: float,
-                      test_percent: float) -> None:
-    """The command line of a recipe split by hash percentages: --root, --out, the shares.
+                      test_percent: float, rehearse: bool = False) -> None:
+    """The command line of a recipe split by hash percentages: --root, --out, the shares,
+    and `--rehearse` where the recipe's `prepare` takes other corpora into train.
 
     Writes OUT/settings.json with the options used, so a corpus says how it was made.
     """
@@ -133,8 +147,12 @@ def percent_split_cli(argv: list[str] | None, description: str, default_out: str
     parser.add_argument("--out", type=Path, default=Path(default_out))
     parser.add_argument("--dev-percent", type=float, default=dev_percent)
     parser.add_argument("--test-percent", type=float, default=test_percent)
+    if rehearse:
+        parser.add_argument("--rehearse", type=Path, nargs="+", default=[],
+                            help="manifests of other corpora whose utterances join train")
     args = parser.parse_args(argv)
+    extra = {"rehearse": args.rehearse} if rehearse else {}
     paths = prepare(args.root, args.out, dev_percent=args.dev_percent,
-                    test_percent=args.test_percent)
+                    test_percent=args.test_percent, **extra)
     save_text(json.dumps(vars(args), default=str, indent=1) + "\n", args.out / "settings.json")
     print(summary(paths))

@@ -14,11 +14,10 @@ import soundfile as sf
 from asr.data import read_manifest
 from asr.text import normalize_text
 from conftest import COMMANDS, DIGITS, FSDD, SHARED, require_shared, train_config
-from recipes import common
+from recipes import common, synthetic
 from recipes.cathy import lm_text
 from recipes.cathy import prepare as cathy
 from recipes.fsdd import prepare as fsdd
-from recipes.fsdd import synthetic as fsdd_synthetic
 from recipes.speech_commands import prepare as speech_commands
 from recipes.voice_commands import prepare as voice_commands
 
@@ -143,6 +142,40 @@ def test_speech_commands_transcripts_and_speaker_split(commands_out):
     assert read_manifest(commands_out["test"])[0].duration == pytest.approx(1.0)
 
 
+def test_speech_commands_auxiliary_words_are_the_unknown_clips(commands_out):
+    """The 25 other words that `recipes.synthetic` speaks are exactly the corpus's own."""
+    said = {r["text"] for split in common.SPLITS for r in rows(commands_out[split])
+            if r["kind"] == "_unknown_"}
+    assert said == set(speech_commands.AUXILIARY) and len(speech_commands.AUXILIARY) == 25
+
+
+def test_speech_commands_rehearsal_joins_train_only(commands_out, tmp_path):
+    """--rehearse: every line of another manifest joins train as kind "rehearsal" (absolute
+    audio paths); dev, test and the noise list stay the corpus's own; a bad manifest is a
+    one-line error before anything is written."""
+    clip = sorted((COMMANDS / "stop").glob("*.wav"))[0]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "a.wav").write_bytes(clip.read_bytes())
+    other = tmp_path / "other" / "train.jsonl"
+    other.write_text("".join(json.dumps({"audio_filepath": "a.wav", "text": text,
+                                         "duration": 1.0}) + "\n" for text in ["stop", "marvin"]))
+    speech_commands.main(["--root", str(COMMANDS), "--out", str(tmp_path / "mixed"),
+                          "--rehearse", str(other)])
+    mixed = {name: rows(tmp_path / "mixed" / f"{name}.jsonl") for name in commands_out}
+    plain = {name: rows(path) for name, path in commands_out.items()}
+    assert mixed["train"][:len(plain["train"])] == plain["train"]
+    added = mixed["train"][len(plain["train"]):]
+    assert [(r["text"], r["kind"]) for r in added] == [("stop", "rehearsal"),
+                                                       ("marvin", "rehearsal")]
+    assert {r["audio_filepath"] for r in added} == {str((tmp_path / "other" / "a.wav").resolve())}
+    for name in ("dev", "test", "noise"):
+        assert mixed[name] == plain[name]
+    other.write_text('{"audio_filepath": "a.wav"}\n')
+    with pytest.raises(SystemExit, match=f"^error: --rehearse {other}:1: "):
+        speech_commands.prepare(COMMANDS, tmp_path / "never", rehearse=[other])
+    assert not (tmp_path / "never").exists()
+
+
 def test_hash_split_is_stable_and_salted():
     assert common.hash_split("0ea0e2f4", 10, 10) == common.hash_split("0ea0e2f4", 10, 10)
     # Every speaker of the official test archive lies in the unsalted test band.
@@ -265,19 +298,22 @@ def test_training_on_recipe_manifests_lowers_the_loss(recipe, tmp_path, request)
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
-def test_fsdd_synthetic_digit_strings(tmp_path):
-    """Strings of 1-7 digit words by the synthetic corpus's training voices, 16 kHz files whose
-    lengths the manifest states, the same whatever the number of processes."""
-    a = fsdd_synthetic.generate(tmp_path / "a", count=4, processes=2)
-    b = fsdd_synthetic.generate(tmp_path / "b", count=4, processes=1)
+@pytest.mark.parametrize("vocabulary, max_words", [("digits", fsdd.MAX_DIGITS),
+                                                   ("speech_commands", 1)])
+def test_synthetic_speech_of_a_recipes_words(tmp_path, vocabulary, max_words):
+    """1 to max_words words of the vocabulary by the synthetic corpus's training voices, 16 kHz
+    files whose lengths the manifest states, the same whatever the number of processes."""
+    words = synthetic.VOCABULARIES[vocabulary]
+    a = synthetic.generate(tmp_path / "a", words, count=4, max_words=max_words, processes=2)
+    b = synthetic.generate(tmp_path / "b", words, count=4, max_words=max_words, processes=1)
     lines, again = rows(a), rows(b)
     assert [r["text"] for r in lines] == [r["text"] for r in again]
     assert all(Path(x["audio_filepath"]).read_bytes() == Path(y["audio_filepath"]).read_bytes()
                for x, y in zip(lines, again, strict=True))
     assert len(lines) == 4
     for line in lines:
-        assert 1 <= len(line["text"].split()) <= fsdd.MAX_DIGITS
-        assert set(line["text"].split()) <= set(fsdd.DIGITS)
+        assert 1 <= len(line["text"].split()) <= max_words
+        assert set(line["text"].split()) <= set(words)
         assert voice_commands.HELD_OUT.get((line["engine"], line["voice"].split("+")[-1]),
                                            "train") == "train"
         info = sf.info(line["audio_filepath"])

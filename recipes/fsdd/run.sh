@@ -15,7 +15,8 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
   # ...hearing digits from many synthetic voices beside the three real speakers: its own
   # corpus's digit sentences and 1500 synthetic digit strings (REHEARSE=none: neither)
   if [ "${REHEARSE:-}" != none ]; then
-    $py -m recipes.fsdd.synthetic --out data/fsdd_synthetic --count 1500 --jobs "$(nproc)"
+    $py -m recipes.synthetic --vocabulary digits --max-words 7 --out data/fsdd_synthetic \
+      --count 1500 --jobs "$(nproc)"
     prep=(--rehearse "${REHEARSE:-data/voice_commands_synthetic/train.jsonl}"
           data/fsdd_synthetic/train.jsonl)
     # The synthetic speech is 16 kHz wide-band, FSDD 8 kHz: every training utterance goes

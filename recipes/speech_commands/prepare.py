@@ -24,15 +24,27 @@ Also writes OUT/noise.jsonl, the *training* silence clips, as the noise source o
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import soundfile as sf
 
-from recipes.common import SPLITS, download, hash_split, manifest_line, percent_split_cli, write_manifests
+from recipes.common import (
+    SPLITS,
+    download,
+    hash_split,
+    manifest_line,
+    percent_split_cli,
+    rehearsal,
+    write_manifests,
+)
 
 URL = "http://download.tensorflow.org/data/speech_commands_test_set_v0.02.tar.gz"
 COMMANDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
+# The 25 other words of v0.02 (its `_unknown_` clips): 15 words and the ten digits.
+AUXILIARY = ("backward", "bed", "bird", "cat", "dog", "follow", "forward", "happy", "house",
+             "learn", "marvin", "sheila", "tree", "visual", "wow", "zero", "one", "two", "three",
+             "four", "five", "six", "seven", "eight", "nine")
 UNKNOWN, SILENCE = "_unknown_", "_silence_"
 DEV_PERCENT, TEST_PERCENT = 10.0, 10.0
 SALT = "asr-recipes:"
@@ -62,13 +74,15 @@ def clips(root: Path, unknown: bool = True, silence: bool = True) -> list[Path]:
 
 def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
             test_percent: float = TEST_PERCENT, unknown: bool = True,
-            silence: bool = True) -> dict[str, Path]:
+            silence: bool = True, rehearse: Iterable[Path] = ()) -> dict[str, Path]:
     """Write OUT/{train,dev,test,noise}.jsonl; their paths by name.
 
     `root` holds the word folders; None downloads the official test archive into
-    `out/download`. `unknown`/`silence` leave those classes out when false.
+    `out/download`. `unknown`/`silence` leave those classes out when false. `rehearse`:
+    manifests of other corpora (synthetic speech of these words) whose utterances join train.
     """
     out = Path(out)
+    extra = [line for manifest in rehearse for line in rehearsal(Path(manifest))]  # errors first
     if root is None:
         root = download(URL, out / "download", marker=SILENCE)
     entries: dict[str, list[dict]] = defaultdict(list)
@@ -79,6 +93,7 @@ def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
         entries[split].append(manifest_line(path.resolve(), text, sf.info(str(path)).duration,
                                             speaker=group, kind=kind))
     entries["noise"] = [e for e in entries["train"] if e["kind"] == SILENCE]
+    entries["train"] += extra
     return write_manifests(out, entries, names=(*SPLITS, "noise"))
 
 
@@ -89,15 +104,15 @@ def summary(paths: Mapping[str, Path]) -> str:
         kinds = defaultdict(int)
         for row in rows:
             kinds[row["kind"]] += 1
-        speakers = len({r["speaker"] for r in rows if r["kind"] != SILENCE})
+        speakers = len({r["speaker"] for r in rows if r["kind"] not in (SILENCE, "rehearsal")})
         counts = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
         lines.append(f"  {split:5s}: {len(rows):5d} clips ({counts}), {speakers} speakers")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    percent_split_cli(argv, __doc__.split("\n\n")[0], "data/speech_commands", prepare, summary, DEV_PERCENT,
-                      TEST_PERCENT)
+    percent_split_cli(argv, __doc__.split("\n\n")[0], "data/speech_commands", prepare, summary,
+                      DEV_PERCENT, TEST_PERCENT, rehearse=True)
 
 
 if __name__ == "__main__":
