@@ -2,7 +2,8 @@
 # Prepare the corpus, train, score on the held-out split (see README.md in this folder).
 #   ROOT=../shared/data/fsdd bash recipes/fsdd/run.sh [hydra overrides for training]
 # Without ROOT the corpus is downloaded first. The defaults are the README's results run;
-# INIT=exp/voice_commands_synthetic fine-tunes that model instead of starting from scratch.
+# INIT=exp/voice_commands_synthetic fine-tunes that model instead of starting from scratch;
+# SPEECH_COMMANDS=../shared/data/speech_commands adds that corpus's real digits when it does.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
@@ -19,6 +20,13 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
       --count 1500 --jobs "$(nproc)"
     prep=(--rehearse "${REHEARSE:-data/voice_commands_synthetic/train.jsonl}"
           data/fsdd_synthetic/train.jsonl)
+    # ...and real people saying digits: the digit clips of Speech Commands' training speakers
+    # (SPEECH_COMMANDS=its root), listed three times so they are heard three times an epoch.
+    if [ -n "${SPEECH_COMMANDS:-}" ]; then
+      $py -m recipes.speech_commands.prepare --root "$SPEECH_COMMANDS" --out data/speech_commands
+      prep+=(data/speech_commands/train.jsonl data/speech_commands/train.jsonl
+             data/speech_commands/train.jsonl)
+    fi
     # The synthetic speech is 16 kHz wide-band, FSDD 8 kHz: every training utterance goes
     # through 8 kHz and back (FSDD's own pass unchanged), so none teaches cues above 4 kHz.
     start+=(data.augment.narrowband.enabled=true data.augment.narrowband.prob=1.0)
