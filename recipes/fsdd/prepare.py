@@ -98,6 +98,7 @@ def make_string(sources: list[Path], rng: np.random.Generator,
 
 
 def says_a_digit(text: str) -> bool:
+    """Whether a rehearsed utterance is worth hearing here: it says at least one digit."""
     return not DIGIT_SET.isdisjoint(text.split())
 
 

@@ -21,11 +21,12 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
     prep=(--rehearse "${REHEARSE:-data/voice_commands_synthetic/train.jsonl}"
           data/fsdd_synthetic/train.jsonl)
     # ...and real people saying digits: the digit clips of Speech Commands' training speakers
-    # (SPEECH_COMMANDS=its root), listed three times so they are heard three times an epoch.
+    # (SPEECH_COMMANDS=its root), listed three times so they are heard three times an epoch;
+    # prepared apart from its own recipe's data/speech_commands, which may hold synthetic words.
     if [ -n "${SPEECH_COMMANDS:-}" ]; then
-      $py -m recipes.speech_commands.prepare --root "$SPEECH_COMMANDS" --out data/speech_commands
-      prep+=(data/speech_commands/train.jsonl data/speech_commands/train.jsonl
-             data/speech_commands/train.jsonl)
+      sc=data/fsdd_speech_commands
+      $py -m recipes.speech_commands.prepare --root "$SPEECH_COMMANDS" --out $sc
+      prep+=($sc/train.jsonl $sc/train.jsonl $sc/train.jsonl)
     fi
     # The synthetic speech is 16 kHz wide-band, FSDD 8 kHz: every training utterance goes
     # through 8 kHz and back (FSDD's own pass unchanged), so none teaches cues above 4 kHz.
