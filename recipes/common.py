@@ -25,6 +25,7 @@ from asr.checkpoint import save_text
 from asr.data import ManifestError, iter_manifest
 
 SPLITS = ("train", "dev", "test")
+REHEARSAL = "rehearsal"  # the kind (and speaker) of lines taken in from other corpora
 _MAX_PER_CLASS = 2**27 - 1  # Speech Commands' MAX_NUM_WAVS_PER_CLASS
 
 
@@ -52,16 +53,20 @@ def manifest_line(audio: Path, text: str, duration: float, **extra) -> dict:
     return {"audio_filepath": str(audio), "text": text, "duration": round(duration, 4), **extra}
 
 
-def rehearsal(manifest: Path, keep: Callable[[str], bool] = bool) -> list[dict]:
-    """The utterances of another corpus's `manifest` whose text `keep` accepts (default: any
-    non-empty text), as training lines of kind "rehearsal" with absolute audio paths: a model
-    fine-tuned on a small real corpus keeps hearing what it started from."""
-    try:
-        return [manifest_line(Path(u.audio_filepath).resolve(), u.text, u.duration,
-                              speaker="rehearsal", kind="rehearsal", sources=[str(manifest)])
-                for u in iter_manifest(manifest) if keep(u.text)]
-    except ManifestError as err:
-        raise SystemExit(f"error: --rehearse {err}") from None
+def rehearsal(manifests: Iterable[Path], keep: Callable[[str], bool] = bool) -> list[dict]:
+    """The utterances of other corpora's `manifests` whose text `keep` accepts (default: any
+    non-empty text), as training lines of kind REHEARSAL with absolute audio paths: a model
+    fine-tuned on a small real corpus keeps hearing what it started from. A manifest listed
+    twice is heard twice an epoch."""
+    lines = []
+    for manifest in manifests:
+        try:
+            lines += [manifest_line(Path(u.audio_filepath).resolve(), u.text, u.duration,
+                                    speaker=REHEARSAL, kind=REHEARSAL, sources=[str(manifest)])
+                      for u in iter_manifest(Path(manifest)) if keep(u.text)]
+        except ManifestError as err:
+            raise SystemExit(f"error: --rehearse {err}") from None
+    return lines
 
 
 def write_manifests(out: Path, entries: Mapping[str, list[dict]],

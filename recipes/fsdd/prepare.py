@@ -113,8 +113,7 @@ def prepare(root: Path | None, out: Path, *, test_speakers: Iterable[str] = TEST
     utterances that say a digit join the training split.
     """
     out = Path(out)
-    extra = [line for manifest in rehearse  # errors first
-             for line in rehearsal(Path(manifest), says_a_digit)]
+    extra = rehearsal(rehearse, says_a_digit)  # errors first
     if root is None:
         root = download(URL, out / "download", marker="recordings")
     test_speakers, dev_speakers = tuple(test_speakers), tuple(dev_speakers)

@@ -30,6 +30,7 @@ from pathlib import Path
 import soundfile as sf
 
 from recipes.common import (
+    REHEARSAL,
     SPLITS,
     download,
     hash_split,
@@ -82,7 +83,7 @@ def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
     manifests of other corpora (synthetic speech of these words) whose utterances join train.
     """
     out = Path(out)
-    extra = [line for manifest in rehearse for line in rehearsal(Path(manifest))]  # errors first
+    extra = rehearsal(rehearse)  # errors first
     if root is None:
         root = download(URL, out / "download", marker=SILENCE)
     entries: dict[str, list[dict]] = defaultdict(list)
@@ -104,7 +105,7 @@ def summary(paths: Mapping[str, Path]) -> str:
         kinds = defaultdict(int)
         for row in rows:
             kinds[row["kind"]] += 1
-        speakers = len({r["speaker"] for r in rows if r["kind"] not in (SILENCE, "rehearsal")})
+        speakers = len({r["speaker"] for r in rows if r["kind"] not in (SILENCE, REHEARSAL)})
         counts = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
         lines.append(f"  {split:5s}: {len(rows):5d} clips ({counts}), {speakers} speakers")
     return "\n".join(lines)
