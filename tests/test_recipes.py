@@ -304,8 +304,9 @@ def test_synthetic_speech_of_a_recipes_words(tmp_path, vocabulary, max_words):
     """1 to max_words words of the vocabulary by the synthetic corpus's training voices, 16 kHz
     files whose lengths the manifest states, the same whatever the number of processes."""
     words = synthetic.VOCABULARIES[vocabulary]
-    a = synthetic.generate(tmp_path / "a", words, count=4, max_words=max_words, processes=2)
-    b = synthetic.generate(tmp_path / "b", words, count=4, max_words=max_words, processes=1)
+    draw = synthetic.word_strings(words, max_words)
+    a = synthetic.generate(tmp_path / "a", draw, count=4, processes=2)
+    b = synthetic.generate(tmp_path / "b", draw, count=4, processes=1)
     lines, again = rows(a), rows(b)
     assert [r["text"] for r in lines] == [r["text"] for r in again]
     assert all(Path(x["audio_filepath"]).read_bytes() == Path(y["audio_filepath"]).read_bytes()
@@ -319,3 +320,39 @@ def test_synthetic_speech_of_a_recipes_words(tmp_path, vocabulary, max_words):
         info = sf.info(line["audio_filepath"])
         assert Path(line["audio_filepath"]).is_absolute() and info.samplerate == 16000
         assert abs(info.frames / info.samplerate - line["duration"]) < 0.01
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
+def test_synthetic_sentences_from_a_text(tmp_path):
+    """--text: whole lines of the files, only those of MIN_SENTENCE_WORDS to max_words words,
+    spoken by training voices; a text with no such line is a one-line error."""
+    text = tmp_path / "text.txt"
+    fitting = ["the quick brown fox", "a dog barked at the moon all night"]
+    text.write_text("\n".join(["too short", *fitting, " ".join(["word"] * 12), ""]))
+    manifest = tmp_path / "out" / "train.jsonl"
+    synthetic.main(["--text", str(text), "--max-words", "8", "--count", "3",
+                    "--out", str(tmp_path / "out")])
+    lines = rows(manifest)
+    assert len(lines) == 3 and {r["text"] for r in lines} <= set(fitting)
+    assert all(sf.info(r["audio_filepath"]).frames > 0 for r in lines)
+    with pytest.raises(SystemExit, match=f"^error: {text}: no line of 4-3 words$"):
+        synthetic.sentences([text], max_words=3)
+
+
+def test_cathy_rehearsal_joins_train_only(cathy_out, tmp_path):
+    """--rehearse: other corpora's utterances join train as kind "rehearsal"; the corpus's own
+    lines and dev/test are those of the plain prepare; a bad manifest writes nothing."""
+    clip = rows(cathy_out["train"])[0]["audio_filepath"]
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"audio_filepath": clip, "text": "a rehearsed sentence",
+                                 "duration": 1.0}) + "\n")
+    cathy.main(["--root", str(CATHY), "--out", str(tmp_path / "mixed"), "--rehearse", str(other)])
+    mixed = {name: rows(tmp_path / "mixed" / f"{name}.jsonl") for name in cathy_out}
+    plain = {name: rows(path) for name, path in cathy_out.items()}
+    assert mixed["train"][:-1] == plain["train"]
+    assert (mixed["train"][-1]["text"], mixed["train"][-1]["kind"]) == ("a rehearsed sentence",
+                                                                        "rehearsal")
+    assert (mixed["dev"], mixed["test"]) == (plain["dev"], plain["test"])
+    with pytest.raises(SystemExit, match=f"^error: --rehearse {tmp_path}/absent.jsonl: "):
+        cathy.prepare(CATHY, tmp_path / "never", rehearse=[tmp_path / "absent.jsonl"])
+    assert not (tmp_path / "never").exists()

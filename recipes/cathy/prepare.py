@@ -15,18 +15,29 @@ the tokenizer and by scoring alike, so training, decoding and WER agree on every
 upstream 48 kHz stereo WAVs need no conversion: `asr.audio.load_audio` downmixes and
 resamples (converting them once to 16 kHz mono FLAC makes training epochs faster).
 
+`--rehearse MANIFEST [...]` also puts every utterance of other corpora into *train* (kind
+"rehearsal"), e.g. synthetic sentences by other voices (`recipes.synthetic --text`).
+
 Writes OUT/{train,dev,test}.jsonl; each line also has `prompt` (the ARCTIC id).
 """
 
 import json
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import soundfile as sf
 
-from recipes.common import download, hash_split, manifest_line, percent_split_cli, write_manifests
+from recipes.common import (
+    REHEARSAL,
+    download,
+    hash_split,
+    manifest_line,
+    percent_split_cli,
+    rehearsal,
+    write_manifests,
+)
 
 URL = "https://github.com/rhasspy/dataset-voice-cathy/archive/refs/heads/master.zip"
 NAME = re.compile(r"(arctic_[ab]\d{4})_\d+")
@@ -54,9 +65,11 @@ def utterances(root: Path) -> list[tuple[Path, str, str]]:
 
 
 def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
-            test_percent: float = TEST_PERCENT) -> dict[str, Path]:
-    """Write OUT/{train,dev,test}.jsonl, split by prompt; their paths by split."""
+            test_percent: float = TEST_PERCENT, rehearse: Iterable[Path] = ()) -> dict[str, Path]:
+    """Write OUT/{train,dev,test}.jsonl, split by prompt; their paths by split. `rehearse`:
+    manifests whose utterances join train."""
     out = Path(out)
+    extra = rehearsal(rehearse)  # errors first
     if root is None:
         root = download(URL, out / "download", marker="LICENSE")
     entries: dict[str, list[dict]] = defaultdict(list)
@@ -64,6 +77,7 @@ def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
         split = hash_split(prompt, dev_percent, test_percent, SALT)
         entries[split].append(manifest_line(audio, text, sf.info(str(audio)).duration,
                                             prompt=prompt))
+    entries["train"] += extra
     return write_manifests(out, entries)
 
 
@@ -72,14 +86,16 @@ def summary(paths: Mapping[str, Path]) -> str:
     for split, path in paths.items():
         rows = [json.loads(line) for line in path.read_text().splitlines()]
         minutes = sum(r["duration"] for r in rows) / 60
+        rehearsed = sum(r.get("kind") == REHEARSAL for r in rows)
         lines.append(f"  {split:5s}: {len(rows):5d} utterances, {minutes:5.1f} min, "
-                     f"{len({r['prompt'] for r in rows}):4d} prompts")
+                     f"{len({r['prompt'] for r in rows if 'prompt' in r}):4d} prompts"
+                     + (f" ({rehearsed} utterances rehearsed)" if rehearsed else ""))
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     percent_split_cli(argv, __doc__.split("\n\n")[0], "data/cathy", prepare, summary, DEV_PERCENT,
-                      TEST_PERCENT)
+                      TEST_PERCENT, rehearse=True)
 
 
 if __name__ == "__main__":
