@@ -214,6 +214,10 @@ def test_cathy_lm_text_drops_the_scored_sentences(cathy_out, tmp_path):
     (tmp_path / "tales").write_text("One fine day.\n%\nA wise man\nsaid so.\n%\n")
     (tmp_path / "tales.dat").write_bytes(b"\0\1")
     assert lm_text.fortunes(tmp_path) == ["One fine day.", "A wise man said so."]
+    plain = ("Genesis 1:1: In the beginning.\n  Genesis 1:2: The earth was\n    formless.\n"
+             "  1 John 2:3: A Psalm by David.\n")
+    assert lm_text.verses(plain) == ["In the beginning. The earth was formless. "
+                                     "A Psalm by David."]
 
 
 @pytest.mark.parametrize("raw,expected", [

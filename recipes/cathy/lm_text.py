@@ -37,9 +37,15 @@ def bible() -> list[str]:
     except (OSError, subprocess.CalledProcessError) as err:
         raise SystemExit(f"error: diatheke {WEB_MODULE}: cannot read the Bible text ({err}); "
                          "apt-get install diatheke sword-text-web") from None
+    return verses(out)
+
+
+def verses(plain: str) -> list[str]:
+    """diatheke's plain output as one paragraph: no references ("Genesis 1:1: ", indented on
+    most lines, which a reader would not say), headings or markup."""
     # Verses of poetry run over several lines; headings ("A Psalm by David.") and markup
     # recur hundreds of times: joined into one stream without them, split into sentences.
-    lines = [VERSE_REFERENCE.sub("", line).strip() for line in out.splitlines()]
+    lines = [VERSE_REFERENCE.sub("", line.strip()) for line in plain.splitlines()]
     counts = Counter(lines)
     return [" ".join(line for line in lines
                      if line and counts[line] <= 5 and line[0] not in "<(")]
