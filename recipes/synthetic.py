@@ -68,8 +68,8 @@ def sentences(paths: Sequence[Path], max_words: int) -> Draw:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as err:
             raise SystemExit(f"error: {path}: cannot read the sentences ({err})") from None
-        pool += [" ".join(line.split()) for line in lines
-                 if MIN_SENTENCE_WORDS <= len(line.split()) <= max_words]
+        pool += [" ".join(words) for words in map(str.split, lines)
+                 if MIN_SENTENCE_WORDS <= len(words) <= max_words]
     if not pool:
         raise SystemExit(f"error: {', '.join(map(str, paths))}: no line of "
                          f"{MIN_SENTENCE_WORDS}-{max_words} words")

@@ -86,9 +86,10 @@ def summary(paths: Mapping[str, Path]) -> str:
     for split, path in paths.items():
         rows = [json.loads(line) for line in path.read_text().splitlines()]
         minutes = sum(r["duration"] for r in rows) / 60
+        prompts = {r["prompt"] for r in rows if r.get("kind") != REHEARSAL}
         rehearsed = sum(r.get("kind") == REHEARSAL for r in rows)
         lines.append(f"  {split:5s}: {len(rows):5d} utterances, {minutes:5.1f} min, "
-                     f"{len({r['prompt'] for r in rows if 'prompt' in r}):4d} prompts"
+                     f"{len(prompts):4d} prompts"
                      + (f" ({rehearsed} utterances rehearsed)" if rehearsed else ""))
     return "\n".join(lines)
 
