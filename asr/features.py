@@ -37,6 +37,15 @@ class FeatureConfig:
     # VTLP (training only): each utterance's frequency axis warped by a factor drawn from
     # [1 - vtlp, 1 + vtlp] (Jaitly & Hinton 2013: 0.1); 0 is off.
     vtlp: float = 0.0
+    # Subtract each utterance's own mean per channel before the global CMVN (cepstral mean
+    # normalisation). In the log domain a gain is a constant and a microphone's frequency
+    # response a constant per channel, so this removes both; the price is a noisier mean on
+    # very short clips, where the share of silence moves it.
+    utterance_cmn: bool = False
+    # fbank only: log(mel + log_floor). Waveforms are in [-1, 1], so 1e-6 sits about 60 dB
+    # under a loud frame: a quiet recording's weak sounds (the /s/ of a narrow-band "six")
+    # sink into it. ESPnet and Whisper floor at 1e-10.
+    log_floor: float = 1e-6
 
     @property
     def win_length(self) -> int:
@@ -70,6 +79,15 @@ def vtlp_warp(power: torch.Tensor, alpha: torch.Tensor, boundary: float = 0.6) -
     frac = (index - low)[..., None]
     low = low[..., None].expand(-1, -1, power.shape[2])
     return torch.gather(power, 1, low) * (1 - frac) + torch.gather(power, 1, low + 1) * frac
+
+
+def subtract_utterance_mean(feats: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """(batch, frames, dim) features minus each utterance's mean over its own valid frames,
+    so that padding never moves the mean and a batch gives what one utterance alone does."""
+    valid = (torch.arange(feats.shape[1], device=feats.device)[None, :] < frames[:, None])
+    valid = valid.unsqueeze(-1).to(feats.dtype)
+    mean = (feats * valid).sum(1, keepdim=True) / valid.sum(1, keepdim=True).clamp(min=1)
+    return feats - mean
 
 
 class FrontEnd(nn.Module):
@@ -121,10 +139,13 @@ class FrontEnd(nn.Module):
                 power = vtlp_warp(power, warp)
             mel = self.mel(power).transpose(1, 2)
             if self.cfg.kind == "fbank":
-                feats = torch.log(mel + 1e-6)
+                feats = torch.log(mel + self.cfg.log_floor)
             else:  # 4-D input: the 80 dB floor is relative to each utterance's own peak
                 feats = self.to_db(mel.unsqueeze(1)).squeeze(1) @ self.dct
-        return feats, self.frame_lengths(lengths)
+        frames = self.frame_lengths(lengths)
+        if self.cfg.utterance_cmn:
+            feats = subtract_utterance_mean(feats, frames)
+        return feats, frames
 
     def forward(self, wave: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         warp = None

@@ -499,9 +499,11 @@ def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]
         model, tokenizer, config = load_model_dir(source)
     except ModelDirError as err:
         raise TrainingError(f"trainer.init_from: {err}") from None
+    # What the weights were built with: a setting newer than their config has its default.
+    built = {"model": asdict(model.dims), "features": asdict(model.frontend.cfg)}
     for section, free in TRAINING_ONLY.items():
         mine = OmegaConf.to_container(cfg[section], resolve=True)
-        for key, value in OmegaConf.to_container(config[section], resolve=True).items():
+        for key, value in built[section].items():
             if key not in free and mine.get(key) != value:
                 raise TrainingError(f"trainer.init_from={source}: {section}.{key} is {value} "
                                     f"there, {mine.get(key)} here; pass {section}.{key}={value} "

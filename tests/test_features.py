@@ -60,6 +60,28 @@ def test_cmvn_normalises_to_zero_mean_unit_variance(waves):
     assert torch.allclose(valid.std(0, unbiased=False), torch.ones(80), atol=1e-3)
 
 
+def test_utterance_cmn_ignores_padding(waves):
+    front = FrontEnd(FeatureConfig(utterance_cmn=True)).eval()
+    lengths = torch.tensor([len(w) for w in waves])
+    feats, frames = front.raw(torch.nn.utils.rnn.pad_sequence(waves, batch_first=True), lengths)
+    for i, n in enumerate(frames.tolist()):
+        alone, _ = front.raw(waves[i][None], lengths[i:i + 1])
+        assert torch.allclose(feats[i, :n], alone[0], atol=1e-4)
+        assert torch.allclose(feats[i, :n].mean(0), torch.zeros(80), atol=1e-4)
+
+
+@pytest.mark.parametrize("cmn, floor, moved", [(False, 1e-10, True), (True, 1e-6, True),
+                                                (True, 1e-10, False)])
+def test_gain_invariance_needs_utterance_cmn_and_a_low_floor(waves, cmn, floor, moved):
+    """20 dB quieter: a constant in the log domain, which the utterance mean removes, where
+    the floor leaves the quiet version's spectrum alone (an FSDD clip: 8 kHz, so no energy
+    above 4 kHz)."""
+    front = FrontEnd(FeatureConfig(utterance_cmn=cmn, log_floor=floor)).eval()
+    wave, length = waves[0][None], torch.tensor([len(waves[0])])
+    change = (front.raw(wave, length)[0] - front.raw(wave * 0.1, length)[0]).abs().median()
+    assert (change > 0.2) if moved else (change < 0.01)
+
+
 def test_spec_augment_only_in_training(waves):
     front = FrontEnd(FeatureConfig(freq_width=20, time_width=30))
     wave, lengths = waves[0][None], torch.tensor([len(waves[0])])

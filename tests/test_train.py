@@ -1,11 +1,13 @@
 """Training end to end on real speech: the loss falls and the model transcribes what it learnt."""
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from asr.checkpoint import CHECKPOINT, load_model_dir, load_torch
 from asr.train import clip_gradients
@@ -116,6 +118,23 @@ def test_fine_tuning_refuses_what_does_not_fit(overfit_model, tmp_path):
         assert str(err.value) == message
     cfg = train_config(tmp_path, run["manifest"], f"trainer.init_from={tmp_path / 'none'}")
     with pytest.raises(TrainingError, match=r"^trainer.init_from: .*none: not a model directory$"):
+        Trainer(cfg)
+
+
+def test_fine_tuning_checks_settings_newer_than_the_model(overfit_model, tmp_path):
+    """A model saved before `features.utterance_cmn` existed was built without it: turning it
+    on for the fine-tuning is refused as any other front-end change is."""
+    from asr.train import Trainer, TrainingError
+
+    model_dir, _, run = overfit_model
+    old = tmp_path / "old_model"
+    shutil.copytree(model_dir, old)
+    config = OmegaConf.load(old / "config.yaml")
+    del config.features["utterance_cmn"]
+    OmegaConf.save(config, old / "config.yaml")
+    cfg = train_config(tmp_path, run["manifest"], f"trainer.init_from={old}",
+                       "features.utterance_cmn=true")
+    with pytest.raises(TrainingError, match=r"features.utterance_cmn is False there, True here"):
         Trainer(cfg)
 
 
