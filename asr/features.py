@@ -42,9 +42,10 @@ class FeatureConfig:
     # response a constant per channel, so this removes both; the price is a noisier mean on
     # very short clips, where the share of silence moves it.
     utterance_cmn: bool = False
-    # fbank only: log(mel + log_floor). Waveforms are in [-1, 1], so 1e-6 sits about 60 dB
-    # under a loud frame: a quiet recording's weak sounds (the /s/ of a narrow-band "six")
-    # sink into it. ESPnet and Whisper floor at 1e-10.
+    # fbank only: log(mel + log_floor), waveforms in [-1, 1]. 1e-6 lies about 23 dB above
+    # 16-bit quantisation noise (one LSB of white noise gives mel ~4.5e-9), so it hides a
+    # recording's faint background noise and a quiet recording's weak sounds alike. ESPnet
+    # and Whisper floor at 1e-10.
     log_floor: float = 1e-6
 
     @property
