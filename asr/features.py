@@ -82,11 +82,15 @@ def vtlp_warp(power: torch.Tensor, alpha: torch.Tensor, boundary: float = 0.6) -
     return torch.gather(power, 1, low) * (1 - frac) + torch.gather(power, 1, low + 1) * frac
 
 
+def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """(batch, max_len) bool, True at real (non-padding) positions."""
+    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+
+
 def subtract_utterance_mean(feats: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
     """(batch, frames, dim) features minus each utterance's mean over its own valid frames,
     so that padding never moves the mean and a batch gives what one utterance alone does."""
-    valid = (torch.arange(feats.shape[1], device=feats.device)[None, :] < frames[:, None])
-    valid = valid.unsqueeze(-1).to(feats.dtype)
+    valid = padding_mask(frames, feats.shape[1]).unsqueeze(-1).to(feats.dtype)
     mean = (feats * valid).sum(1, keepdim=True) / valid.sum(1, keepdim=True).clamp(min=1)
     return feats - mean
 
@@ -156,8 +160,7 @@ class FrontEnd(nn.Module):
         feats = (feats - self.cmvn_mean) / self.cmvn_std
         if self.training:
             feats = self.spec_augment(feats)
-        mask = torch.arange(feats.shape[1], device=feats.device)[None, :] < frames[:, None]
-        return feats * mask.unsqueeze(-1), frames
+        return feats * padding_mask(frames, feats.shape[1]).unsqueeze(-1), frames
 
     def spec_augment(self, feats: torch.Tensor) -> torch.Tensor:
         """Frequency and time masks (after CMVN, so a mask holds the mean: zero)."""

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from asr.attention import RelativePosition, Rotary, local_attention
-from asr.features import FeatureConfig, FrontEnd
+from asr.features import FeatureConfig, FrontEnd, padding_mask
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -84,11 +84,6 @@ def sinusoids(length: int, channels: int, device: torch.device | None = None) ->
     code[:, 0::2] = torch.sin(position * inv_freq)
     code[:, 1::2] = torch.cos(position * inv_freq)
     return code
-
-
-def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
-    """(batch, max_len) bool, True at real (non-padding) positions."""
-    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
 
 
 # On CPU, SDPA's kernel (forward + backward, 16 x 4 heads x 36) is 1.2-1.6x slower than

@@ -496,7 +496,7 @@ def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]
     a vocabulary that spells every character of the training transcripts."""
     source = cfg.trainer.init_from
     try:
-        model, tokenizer, config = load_model_dir(source)
+        model, tokenizer, _ = load_model_dir(source)
     except ModelDirError as err:
         raise TrainingError(f"trainer.init_from: {err}") from None
     # What the weights were built with: a setting newer than their config has its default.

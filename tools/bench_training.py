@@ -26,8 +26,8 @@ from torch.nn.utils.rnn import pad_sequence
 
 from asr.audio import load_audio
 from asr.data import DurationBatchSampler
-from asr.features import FeatureConfig, FrontEnd
-from asr.model import ModelDimensions, SpeechTransformer, padding_mask, sinusoids
+from asr.features import FeatureConfig, FrontEnd, padding_mask
+from asr.model import ModelDimensions, SpeechTransformer, sinusoids
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from asr.train import clip_gradients
 from bench_common import (

@@ -2,7 +2,7 @@
 # Prepare the corpus, train, score on the held-out split (see README.md in this folder).
 #   ROOT=../shared/data/cathy bash recipes/cathy/run.sh [hydra overrides for training]
 # Without ROOT the corpus is downloaded first. The defaults are the README's results run
-# (90 epochs: about 105 minutes with one thread on a shared 2-core CPU). LM=1 then builds the
+# (90 epochs: about 95 minutes with one thread on a shared 2-core CPU). LM=1 then builds the
 # language model's text from Debian packages (apt-get install diatheke sword-text-web fortunes),
 # trains the LM on it and the training prompts, and scores again with shallow fusion.
 set -euo pipefail
