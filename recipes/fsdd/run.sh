@@ -2,8 +2,9 @@
 # Prepare the corpus, train, score on the held-out split (see README.md in this folder).
 #   ROOT=../shared/data/fsdd bash recipes/fsdd/run.sh [hydra overrides for training]
 # Without ROOT the corpus is downloaded first. The defaults are the README's results run;
-# INIT=exp/voice_commands_synthetic fine-tunes that model instead of starting from scratch;
-# SPEECH_COMMANDS=../shared/data/speech_commands adds that corpus's real digits when it does.
+# INIT=exp/voice_commands_synthetic fine-tunes that model (conv2d front end) instead of
+# starting from scratch; SPEECH_COMMANDS=../shared/data/speech_commands adds that corpus's
+# real digits when it does.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
@@ -12,7 +13,9 @@ model=exp/fsdd
 
 prep=()
 if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and tokenizer
-  start=(trainer.init_from="$INIT" optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=8)
+  # (the conv2d front end that `REAL_ROOT=none bash recipes/voice_commands/run.sh` trains)
+  start=(trainer.init_from="$INIT" model.subsampling=conv2d optim.lr=1e-3
+         scheduler.warmup_steps=200 trainer.max_epochs=8)
   # ...hearing digits from many synthetic voices beside the three real speakers: its own
   # corpus's digit sentences and 1500 synthetic digit strings (REHEARSE=none: neither)
   if [ "${REHEARSE:-}" != none ]; then

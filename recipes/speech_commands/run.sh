@@ -2,7 +2,8 @@
 # Prepare the corpus, train, score on the held-out split (see README.md in this folder).
 #   ROOT=../shared/data/speech_commands bash recipes/speech_commands/run.sh [hydra overrides for training]
 # Without ROOT the corpus is downloaded first. The defaults are the README's results run;
-# INIT=exp/voice_commands_synthetic fine-tunes that model instead of starting from scratch.
+# INIT=exp/voice_commands_synthetic fine-tunes that model (conv2d front end) instead of starting
+# from scratch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
@@ -11,7 +12,7 @@ model=exp/speech_commands
 
 prep=() weights=$model
 if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and tokenizer
-  start=(trainer.init_from="$INIT" optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=20)
+  start=(trainer.init_from="$INIT" model.subsampling=conv2d optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=20)
   # ...hearing all 35 words of the corpus from 1500 synthetic voices as well (most "other"
   # words have ~7 real clips), and scored with the average of the last 5 epochs (dev's pick
   # in three seeds; README.md). REHEARSE=none leaves the synthetic words out.
