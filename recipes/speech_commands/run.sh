@@ -12,7 +12,8 @@ model=exp/speech_commands
 
 prep=() weights=$model
 if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and tokenizer
-  start=(trainer.init_from="$INIT" model.subsampling=conv2d optim.lr=1e-3 scheduler.warmup_steps=200 trainer.max_epochs=20)
+  start=(trainer.init_from="$INIT" model.subsampling=conv2d optim.lr=1e-3
+         scheduler.warmup_steps=200 trainer.max_epochs=20)
   # ...hearing all 35 words of the corpus from 1500 synthetic voices as well (most "other"
   # words have ~7 real clips), and scored with the average of the last 5 epochs (dev's pick
   # in three seeds; README.md). REHEARSE=none leaves the synthetic words out.

@@ -12,13 +12,13 @@ start=$(date +%s)
 bash tools/setup.sh
 py=.venv/bin/python
 name=voice_commands
-start=()
-if [ "${REAL_ROOT:-}" = none ]; then name=voice_commands_synthetic start=(model.subsampling=conv2d); fi
+overrides=()
+if [ "${REAL_ROOT:-}" = none ]; then name=voice_commands_synthetic overrides=(model.subsampling=conv2d); fi
 data=data/$name
 model=exp/$name
 
 $py -m recipes.voice_commands.prepare --out "$data" ${REAL_ROOT:+--real-root "$REAL_ROOT"}
-$py -m asr.train data.root="$data" trainer.out_dir="$model" trainer.resume=true "${start[@]}" "$@"
+$py -m asr.train data.root="$data" trainer.out_dir="$model" trainer.resume=true "${overrides[@]}" "$@"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \
   --json "$model/test_results.json" | tee "$model/test_wer.txt"
 $py -m recipes.breakdown "$model/test_results.json" "$data/test.jsonl" engine
