@@ -8,7 +8,9 @@ Safety rests on three rules, each enforced here rather than trusted to the recog
   follow links. Slots come from the grammar's fixed words, so a spoken "/etc" cannot even
   become an argument; the check is the second wall.
 - Programs are launched only when `launch` is on, only from the configured `apps` table
-  (an argv list, run without a shell), and only after a spoken "yes".
+  (an argv list, run without a shell), and only after a spoken "yes" that is the very next
+  utterance, within `confirm_seconds` of the question: any other utterance drops the
+  question, and "go" is not "yes".
 Devices (volume, lights, radio, wifi, music player) are simulated: their state lives here.
 """
 
@@ -16,12 +18,11 @@ import datetime as dt
 import os
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from recipes.voice_commands.grammar import TIMER_NUMBERS
 
 # File kinds of the grammar -> what counts as one. "files" is every file; "directories" are
 # folders; "downloads" are the files of the downloads folder.
@@ -32,10 +33,21 @@ KIND_EXTENSIONS = {
     "music": {".mp3", ".flac", ".ogg", ".oga", ".opus", ".wav", ".m4a", ".aac", ".wma"},
     "videos": {".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v", ".mpg", ".mpeg", ".wmv"},
 }
-NUMBER_VALUES = {word: value for value, word in enumerate(TIMER_NUMBERS[:20], start=1)} | {
+NUMBER_VALUES = {word: value for value, word in enumerate(
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen twenty".split(), start=1)} | {
     "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60}
 DIGIT_VALUES = {word: value for value, word in enumerate(
     "zero one two three four five six seven eight nine".split())}
+
+
+@dataclass(frozen=True)
+class Question:
+    """A yes/no question the assistant asked: what it is about, what "yes" runs, when."""
+
+    what: str
+    run: Callable[[], str]
+    asked: float
 
 
 class SandboxError(PermissionError):
@@ -57,6 +69,7 @@ class ActionsConfig:
     power_supply: str = "/sys/class/power_supply"  # where Linux shows batteries
     low_battery: int = 10  # percent at or below which the battery "ran down"
     volume_step: int = 10
+    confirm_seconds: float = 8.0  # a yes/no question expires this long after it is asked
 
 
 def inside_home(home: Path, relative: str | Path) -> Path:
@@ -157,8 +170,9 @@ class Assistant:
     called from a timer thread.
     """
 
-    def __init__(self, config: ActionsConfig, announce: Callable[[str], None] = print) -> None:
-        self.config = config
+    def __init__(self, config: ActionsConfig, announce: Callable[[str], None] = print,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config, self.clock = config, clock
         self.home = Path(config.home).expanduser().resolve()
         self.announce = announce
         unknown = set(config.enabled) - set(ACTIONS)
@@ -170,17 +184,39 @@ class Assistant:
         self.player = {"state": "stopped", "track": 0}
         self.timers: list[tuple[str, threading.Timer]] = []
         self.launched: dict[str, subprocess.Popen] = {}
-        self.pending: tuple[str, Callable[[], str]] | None = None  # a question awaiting yes/no
+        self.pending: Question | None = None  # a question awaiting yes/no
         self.screens: list[tuple[str, list[Path], int]] = []  # listings shown: title, items, page
 
     def act(self, name: str, slots: dict[str, str]) -> str:
-        """Run the whitelisted action for an intent; refuse anything else."""
+        """Run the whitelisted action for an intent; refuse anything else.
+
+        A pending question is answered by this utterance or dropped: only the very next
+        utterance can answer it."""
+        question, self.pending = self.pending, None
+        if question is not None and (answer := self._answer(question, name, slots)):
+            return answer
         action = ACTIONS.get(name)
         if action is None:
             return f"No action called {name!r}; nothing done."
         if name not in self.enabled:
             return f"The {name} action is disabled in the config; nothing done."
         return action(self, **slots)
+
+    def not_understood(self) -> None:
+        """An utterance that was no command: it too drops a pending question."""
+        self.pending = None
+
+    def _ask(self, what: str, run: Callable[[], str]) -> None:
+        self.pending = Question(what, run, self.clock())
+
+    def _answer(self, question: "Question", name: str, slots: dict[str, str]) -> str | None:
+        """The result of answering `question`, or None when this is no answer to it."""
+        word = slots.get("word") if name == "word" else name
+        if word not in ("yes", "no", "stop", "cancel"):
+            return None
+        if self.clock() - question.asked > self.config.confirm_seconds:
+            return f"The question has expired ({question.what}); say the command again."
+        return question.run() if word == "yes" else f"Cancelled: {question.what}."
 
     # ------------------------------------------------------------------ files
 
@@ -290,7 +326,7 @@ class Assistant:
             return f"No program is configured for the {app}."
         if not self.config.launch:
             return f"Would open the {app}: {' '.join(argv)} (launching is off: actions.launch)."
-        self.pending = (f"open the {app}", lambda: self._launch(app, argv))
+        self._ask(f"open the {app}", lambda: self._launch(app, argv))
         return f"Open the {app} ({' '.join(argv)})? Say yes or no."
 
     def _launch(self, app: str, argv: list[str]) -> str:
@@ -329,10 +365,6 @@ class Assistant:
         return [label for label, timer in self.timers if timer.is_alive()]
 
     def cancel(self) -> str:
-        if self.pending:
-            what, _ = self.pending
-            self.pending = None
-            return f"Cancelled: {what}."
         alive = [(label, timer) for label, timer in self.timers if timer.is_alive()]
         if not alive:
             return "Nothing to cancel."
@@ -372,19 +404,9 @@ class Assistant:
 
     def word(self, word: str) -> str:
         """Single words: answers to a question, scrolling, stopping."""
-        if word in ("yes", "go"):
-            if not self.pending:
-                return f"{word.capitalize()}: nothing is waiting for an answer."
-            _, run = self.pending
-            self.pending = None
-            return run()
-        if word == "no":
-            if not self.pending:
-                return "No: nothing is waiting for an answer."
-            return self.cancel()
+        if word in ("yes", "no", "go"):
+            return f"{word.capitalize()}: nothing is waiting for an answer."
         if word == "stop":
-            if self.pending:
-                return self.cancel()
             return self.music("stop")
         if word in ("up", "down", "left", "right"):
             return self.scroll(word)

@@ -105,10 +105,10 @@ def _parse_line(raw: bytes, root: Path) -> Utterance | None:
     if missing:
         raise ManifestError(f"missing key(s) {', '.join(missing)}")
     text, duration = _text(entry["text"]), _duration(entry["duration"])
-    return Utterance(_audio_path(entry["audio_filepath"], root), text, duration)
+    return Utterance(audio_path(entry["audio_filepath"], root), text, duration)
 
 
-def _audio_path(value: object, root: Path) -> str:
+def audio_path(value: object, root: Path) -> str:
     """An existing file; relative paths resolve against the manifest's folder."""
     if not isinstance(value, str) or not value or "\0" in value:
         raise ManifestError(f"audio_filepath must be a file name, got {value!r}")

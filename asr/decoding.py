@@ -91,11 +91,58 @@ def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor, options: Dec
     waveform: a model that heard a pause before the first word in training (synthetic speech,
     most recordings) mishears clips that start right on it (FSDD's).
     """
-    if options.lead_in_ms > 0:
-        samples = round(options.lead_in_ms / 1000 * model.frontend.cfg.sample_rate)
-        wave, lengths = F.pad(wave, (samples, 0)), lengths + samples
-    memory, memory_lengths = encode(model, wave, lengths, options.encoder_batch)
+    memory, memory_lengths = encode(model, *_lead_in(model, wave, lengths, options),
+                                    options.encoder_batch)
     return decode_memory(model, memory, memory_lengths, options, pieces, lm)
+
+
+@torch.no_grad()
+def decode_scored(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
+                  options: DecodingOptions, pieces: list[str] | None = None,
+                  lm: TokenLM | None = None) -> tuple[list[list[int]], list[float]]:
+    """`decode`, and the `confidence` of each transcript found."""
+    memory, memory_lengths = encode(model, *_lead_in(model, wave, lengths, options),
+                                    options.encoder_batch)
+    found = decode_memory(model, memory, memory_lengths, options, pieces, lm)
+    return found, confidence(model, memory, memory_lengths, found)
+
+
+def _lead_in(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
+             options: DecodingOptions) -> tuple[Tensor, Tensor]:
+    if options.lead_in_ms <= 0:
+        return wave, lengths
+    samples = round(options.lead_in_ms / 1000 * model.frontend.cfg.sample_rate)
+    return F.pad(wave, (samples, 0)), lengths + samples
+
+
+@torch.no_grad()
+def confidence(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+               found: list[list[int]], ctc_weight: float = 0.5) -> list[float]:
+    """How well the audio supports each transcript, in (0, 1]: exp of its per-token
+    log-probability, teacher forced, (1 - w) from the attention decoder (EOS included) and w
+    from the CTC head (the whole transcript against every frame).
+
+    The attention decoder alone is a fluent language model over the training sentences and is
+    sure of an in-grammar sentence whatever was said; CTC has to account for every frame of
+    the audio, so speech that is not the transcript lowers the score.
+    """
+    lengths = torch.tensor([len(ids) for ids in found], device=memory.device)
+    width = int(lengths.max()) + 1
+    tokens = torch.full((len(found), width), PAD_ID, dtype=torch.long, device=memory.device)
+    for row, ids in enumerate(found):
+        tokens[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    inputs = torch.cat([torch.full_like(tokens[:, :1], BOS_ID), tokens[:, :-1]], dim=1)
+    targets = tokens.clone()
+    targets[torch.arange(len(found)), lengths] = EOS_ID
+    log_probs = model.decoder(inputs, memory, memory_lengths).float().log_softmax(-1)
+    picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    score = (picked * (targets != PAD_ID)).sum(1) / (lengths + 1)
+    if model.ctc is not None:
+        ctc = model.ctc(memory).float().log_softmax(-1).transpose(0, 1)
+        path = F.ctc_loss(ctc, tokens[:, :-1] if width > 1 else tokens, memory_lengths, lengths,
+                          blank=PAD_ID, reduction="none")  # inf: it cannot fit
+        score = (1 - ctc_weight) * score - ctc_weight * path / (lengths + 1)
+    return score.exp().tolist()
 
 
 def encode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,

@@ -8,7 +8,8 @@
 Audio arrives in blocks of `block_ms`, from the microphone's callback or sliced from the input
 file, and every block takes one path: the VAD endpointer (asr/vad.py) decides where each
 utterance ends, the model transcribes it (asr/transcriber.py), the intent parser
-(asr/intents.py) maps the text to a command of the grammar, and the assistant
+(asr/intents.py) maps the text and its confidence to a command of the grammar (the model
+directory's grammar.yaml, or `grammar=FILE`), and the assistant
 (asr/actions.py) carries it out. For each utterance the demo prints what it heard, the
 intent, the result and the latency from the end of speech to the result: the endpointer's
 wait for trailing silence plus recognition and action.
@@ -34,7 +35,8 @@ from omegaconf.errors import OmegaConfBaseException
 from asr.actions import ActionsConfig, Assistant
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
-from asr.intents import Intent, IntentParser
+from asr.grammar import GrammarError
+from asr.intents import Intent, IntentParser, load_grammar
 from asr.transcriber import Transcriber
 from asr.vad import Endpointer, Utterance, VADConfig
 
@@ -103,11 +105,12 @@ class VoiceDemo:
         """Transcribe, understand, act and report. `heard` samples had arrived by `received`."""
         wave = resample(torch.from_numpy(utterance.samples), self.sample_rate,
                         self.transcriber.sample_rate)
-        text = self.transcriber.transcribe_waves([wave])[0]
-        intent = self.parser.parse(text)
+        text, sure = self.transcriber.transcribe_scored([wave])[0]
+        intent = self.parser.parse(text, sure)
         if intent.understood:
             result = self.assistant.act(intent.name, intent.slots)
         else:
+            self.assistant.not_understood()
             result = f"Sorry, I did not understand: {intent.text}"
         # Speech ended `pad_ms` before the utterance's end (the endpointer keeps that much
         # trailing context); the samples after it were heard before `received`.
@@ -115,18 +118,20 @@ class VoiceDemo:
         wait = heard / self.sample_rate - speech_end
         latency = wait + time.monotonic() - received
         turn = Turn(utterance.start, utterance.end, text, intent, result, latency, wait)
-        self.console(*report(turn, self.parser.threshold))
+        self.console(*report(turn, self.parser))
         return turn
 
 
-def report(turn: Turn, threshold: float) -> list[str]:
+def report(turn: Turn, parser: IntentParser) -> list[str]:
     """The lines printed for one utterance."""
     intent = turn.intent
+    sure = f"similarity {intent.similarity:.2f}" + (
+        f", acoustic confidence {intent.acoustic:.2f}" if intent.acoustic is not None else "")
     if intent.understood:
-        meaning = f"{intent.describe()} (confidence {intent.confidence:.2f})"
+        meaning = f"{intent.describe()} ({sure})"
     elif intent.command:
-        meaning = (f"none (closest: \"{intent.command}\", confidence {intent.confidence:.2f} "
-                   f"< {threshold:.2f})")
+        meaning = (f"none (closest: \"{intent.command}\", {sure}; needs "
+                   f"{parser.threshold:.2f} and {parser.min_confidence:.2f})")
     else:
         meaning = "none (nothing was recognised)"
     return [f"[{turn.start:.2f}-{turn.end:.2f} s] heard: \"{turn.text}\"",
@@ -211,7 +216,8 @@ def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     transcriber = Transcriber.from_pretrained(cfg.model_dir, device=cfg.device)
     actions = ActionsConfig(**OmegaConf.to_container(cfg.actions, resolve=True))
     assistant = Assistant(actions, announce=lambda line: console(f"** {line}"))
-    return VoiceDemo(transcriber, IntentParser(**cfg.intents), assistant,
+    parser = IntentParser(load_grammar(cfg.model_dir, cfg.grammar), **cfg.intents)
+    return VoiceDemo(transcriber, parser, assistant,
                      VADConfig(**cfg.vad), cfg.sample_rate, console)
 
 
@@ -243,8 +249,8 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
                 f"launching {'on' if cfg.actions.launch else 'off'}; "
                 f"{'listening to ' + args.input if args.input else 'listening (Ctrl-C stops)'}")
         turns = demo.run(blocks)
-    except (DemoError, AudioError, ModelDirError, HydraException, OmegaConfBaseException,
-            ValueError) as err:
+    except (DemoError, AudioError, ModelDirError, GrammarError, HydraException,
+            OmegaConfBaseException, ValueError) as err:
         console.error(f"error: {err}".splitlines()[0])
         return 1
     except KeyboardInterrupt:

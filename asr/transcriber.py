@@ -23,7 +23,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from asr.audio import load_audio, prepare_array
 from asr.checkpoint import load_model_dir
-from asr.decoding import DecodingOptions, decode
+from asr.decoding import DecodingOptions, decode, decode_scored
 from asr.lm import TokenLM, load_lm
 from asr.model import SpeechTransformer
 from asr.stream import stream_array, stream_file
@@ -118,13 +118,22 @@ class Transcriber:
 
     def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
+        return [text for text, _ in self._batched(waves, scored=False)]
+
+    def transcribe_scored(self, waves: list[torch.Tensor]) -> list[tuple[str, float]]:
+        """`transcribe_waves`, each text with its confidence in (0, 1] (`decoding.confidence`):
+        how well the audio supports it, for rejecting what was not said clearly or at all."""
+        return self._batched(waves, scored=True)
+
+    def _batched(self, waves: list[torch.Tensor], scored: bool) -> list[tuple[str, float]]:
         order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
-        texts: list[str] = [""] * len(waves)
+        results: list[tuple[str, float]] = [("", 0.0)] * len(waves)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start:start + self.batch_size]
-            for i, text in zip(chunk, self._decode([waves[i] for i in chunk]), strict=True):
-                texts[i] = text
-        return texts
+            found = self._decode([waves[i] for i in chunk], scored)
+            for i, result in zip(chunk, found, strict=True):
+                results[i] = result
+        return results
 
     def _utterances(self, inputs: list[AudioInput], sample_rate: int | None,
                     ) -> Iterator[tuple[int, Utterance]]:
@@ -160,7 +169,12 @@ class Transcriber:
             for (index, utterance), text in zip(batch, texts, strict=True):
                 yield index, utterance, text
 
-    def _decode(self, waves: list[torch.Tensor]) -> list[str]:
+    def _decode(self, waves: list[torch.Tensor], scored: bool) -> list[tuple[str, float]]:
         wave = pad_sequence(waves, batch_first=True).to(self.device)
         lengths = torch.tensor([len(w) for w in waves], device=self.device)
-        return decode_texts(self.model, self.tokenizer, wave, lengths, self.options, self.lm)
+        if not scored:
+            texts = decode_texts(self.model, self.tokenizer, wave, lengths, self.options, self.lm)
+            return [(text, 1.0) for text in texts]
+        pieces = self.tokenizer.pieces if self.options.words is not None else None
+        found, sure = decode_scored(self.model, wave, lengths, self.options, pieces, self.lm)
+        return [(self.tokenizer.decode(ids), p) for ids, p in zip(found, sure, strict=True)]

@@ -98,6 +98,10 @@ def test_battery_from_a_power_supply_tree(home, tmp_path):
 
 def test_program_check_looks_at_real_processes(home):
     sleeper = subprocess.Popen(["sleep", "30"])
+    deadline = time.monotonic() + 5  # Popen returns after the fork, maybe before the exec
+    while Path(f"/proc/{sleeper.pid}/comm").read_text().strip() != "sleep" \
+            and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         assert assistant(home, program="sleep").act("check_status", {"thing": "program"}) \
             .startswith("sleep is running (pid ")
@@ -157,3 +161,31 @@ def test_disabled_and_unknown_actions_do_nothing(home):
     assert a.act("rm", {}) == "No action called 'rm'; nothing done."
     with pytest.raises(ValueError, match="unknown actions"):
         assistant(home, enabled=["time", "shell"])
+
+
+def test_a_question_is_answered_only_by_the_next_utterance_in_time(home):
+    """"open the browser", other commands, then "go" or a late "yes" must launch nothing."""
+    now = [100.0]
+    a = Assistant(ActionsConfig(home=str(home), launch=True, apps={"browser": ["true"]},
+                                confirm_seconds=8.0), clock=lambda: now[0])
+    asked = "Open the browser (true)? Say yes or no."
+    assert a.act("open_app", {"app": "browser"}) == asked
+    assert a.act("word", {"word": "go"}) == "Go: nothing is waiting for an answer."
+    assert a.act("word", {"word": "yes"}) == "Yes: nothing is waiting for an answer."
+    assert a.act("open_app", {"app": "browser"}) == asked
+    assert a.act("time", {}).startswith("It is ")  # another command drops the question
+    assert a.act("word", {"word": "yes"}) == "Yes: nothing is waiting for an answer."
+    assert a.act("open_app", {"app": "browser"}) == asked
+    a.not_understood()  # so does an utterance that was no command
+    assert a.act("word", {"word": "yes"}) == "Yes: nothing is waiting for an answer."
+    assert a.act("open_app", {"app": "browser"}) == asked
+    now[0] += 8.5
+    assert a.act("word", {"word": "yes"}) == (
+        "The question has expired (open the browser); say the command again.")
+    assert a.act("open_app", {"app": "browser"}) == asked
+    assert a.act("cancel", {}) == "Cancelled: open the browser."
+    assert a.launched == {}
+    assert a.act("open_app", {"app": "browser"}) == asked
+    now[0] += 7.5
+    assert a.act("word", {"word": "yes"}).startswith("Opened the browser (pid ")
+    a.launched["browser"].wait(timeout=10)

@@ -9,7 +9,9 @@ continuous stream, recognition, intent, action), not the model's generalisation.
 """
 
 import io
+import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,11 +25,13 @@ from asr.actions import ActionsConfig, Assistant
 from asr.audio import load_audio
 from asr.checkpoint import save_model_dir
 from asr.demo import Console, build, file_blocks, load_config, main
+from asr.grammar import Grammar
 from asr.intents import IntentParser
 from asr.train import Trainer
 from asr.transcriber import Transcriber
 from asr.vad import VADConfig, split_utterances
 from conftest import train_config, write_manifest
+from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
 RATE = 16000
 COMMANDS = ("show me my photos", "show me my music", "what time is it", "turn on the lights",
@@ -38,6 +42,7 @@ SPOKEN = ("show me my photos", "turn on the lights", "what time is it", "open th
 EXPECTED = [("show_files", {"kind": "photos"}), ("switch", {"state": "on", "device": "lights"}),
             ("time", {}), ("open_app", {"app": "browser"}), ("next_song", {})]
 HOSTILE = ("delete all my files", "run rm -rf", "show me my files in /etc")
+OTHER = "what a lovely day it is"  # speech that is no command: trained as the empty text
 
 
 def speak(text: str, voice: str, path: Path) -> np.ndarray:
@@ -58,7 +63,7 @@ def command_model(tmp_path_factory) -> dict:
     """A tiny model trained on the commands until it gets every one of every voice right."""
     tmp = tmp_path_factory.mktemp("commands")
     clips = {(voice, text): speak(text, voice, tmp / "say.wav") for voice in VOICES
-             for text in COMMANDS}
+             for text in (*COMMANDS, OTHER)}
     rng = np.random.default_rng(0)
     entries = []
     for (voice, text), clip in clips.items():
@@ -68,11 +73,11 @@ def command_model(tmp_path_factory) -> dict:
             take += rng.uniform(3e-5, 3e-4) * rng.standard_normal(len(take)).astype(np.float32)
             path = tmp / f"{voice}-{len(entries)}.wav"
             sf.write(path, take, RATE)
-            entries.append((path, text))
+            entries.append((path, "" if text == OTHER else text))
     manifest = write_manifest(tmp / "train.jsonl", entries)
     dev = write_manifest(tmp / "dev.jsonl", entries[::12])
     model_dir = tmp / "model"
-    for steps in (300, 450, 600, 750, 900, 1050, 1200):  # runs differ a little run to run
+    for steps in (300, 450, 600, 750, 900, 1050, 1200, 1350, 1500, 1650, 1800):  # runs differ a little run to run
         trainer = Trainer(train_config(
             tmp, manifest, f"data.dev_manifest={dev}", f"trainer.max_steps={steps}",
             "trainer.max_epochs=1000", f"trainer.resume={str(steps > 300).lower()}",
@@ -81,9 +86,11 @@ def command_model(tmp_path_factory) -> dict:
         trainer.fit()
         # The last weights, not the best-on-dev ones: dev is four clips and is perfect early.
         save_model_dir(model_dir, trainer.model, trainer.tokenizer, trainer.cfg)
+        shutil.copy(DEFAULT_GRAMMAR, model_dir / "grammar.yaml")
         # "Right" as the demo will hear them: each voice's commands in one stream, cut by the VAD.
         transcriber = Transcriber.from_pretrained(model_dir, device="cpu")
-        wrong = {}
+        wrong = {voice: said for voice, said in zip(VOICES, transcriber.transcribe_waves(
+            [torch.from_numpy(clips[(voice, OTHER)]) for voice in VOICES]), strict=True) if said}
         for voice in VOICES:
             cut = split_utterances([stream([clips[(voice, text)] for text in COMMANDS])], RATE)
             heard = transcriber.transcribe_waves([torch.from_numpy(u.samples) for u in cut])
@@ -131,7 +138,27 @@ def test_five_spoken_commands_give_five_intents_in_order(command_model, home, tm
     assert all(0.36 <= t.wait <= 0.43 and t.latency > t.wait for t in turns)
     starts = [t.start for t in turns]
     assert starts == sorted(starts) and all(b - a > 1.0 for a, b in zip(starts, starts[1:], strict=False))
-    assert lines[1::4] == [f"  intent: {t.intent.describe()} (confidence 1.00)" for t in turns]
+    assert [line.split(" (")[0] for line in lines[1::4]] == [
+        f"  intent: {t.intent.describe()}" for t in turns]
+    assert all(re.fullmatch(r"  intent: .+ \(similarity 1\.00, acoustic confidence "
+                            r"(0\.\d\d|1\.00)\)", line) for line in lines[1::4]), lines
+
+
+def test_acoustic_confidence_is_lower_for_audio_that_did_not_say_it(command_model):
+    """The same transcript scored against the audio that said it and against speech that is
+    no command: the confidence the demo uses to refuse must tell them apart."""
+    from asr.decoding import confidence, encode
+
+    transcriber = Transcriber.from_pretrained(command_model["dir"], device="cpu")
+    ids = transcriber.tokenizer.encode("turn on the lights")
+    for voice in VOICES:
+        waves = [torch.from_numpy(command_model["clips"][(voice, text)])
+                 for text in ("turn on the lights", OTHER)]
+        lengths = torch.tensor([len(w) for w in waves])
+        wave = torch.nn.utils.rnn.pad_sequence(waves, batch_first=True)
+        memory, memory_lengths = encode(transcriber.model, wave, lengths, 8)
+        said, not_said = confidence(transcriber.model, memory, memory_lengths, [ids, ids])
+        assert 0 < not_said < said <= 1 and said > 2 * not_said, (voice, said, not_said)
 
 
 def test_file_and_stdin_take_the_same_path(command_model, home, tmp_path):
@@ -229,6 +256,57 @@ def test_apps_launch_only_from_the_table_after_yes(home, audit):
     on.launched["calculator"].wait(timeout=10)
 
 
+def test_intents_from_files_and_a_scored_manifest(command_model, tmp_path, capsys):
+    """python -m asr.intents: intent and slots per file (JSON too), a non-command refused, and
+    `evaluate` scoring intent and slots of a manifest."""
+    from asr.intents import main as intents_main
+
+    files = {}
+    for text in ("turn on the lights", "next song", OTHER):
+        files[text] = tmp_path / f"{text.replace(' ', '_')}.wav"
+        sf.write(files[text], command_model["clips"][(VOICES[1], text)], RATE)
+    model = str(command_model["dir"])
+    assert intents_main(["--model", model, "--json", *map(str, files.values())]) == 0
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(f["name"], f["slots"]) for f in found] == [
+        ("switch", {"state": "on", "device": "lights"}), ("next_song", {}), (None, {})]
+    assert found[2]["text"] == "" and 0 < found[0]["acoustic"] <= 1
+    rows = [{"audio_filepath": files["turn on the lights"].name, "intent": "switch",
+             "slots": {"state": "on", "device": "lights"}},
+            {"audio_filepath": files["next song"].name, "intent": "next_song"},
+            {"audio_filepath": files[OTHER].name, "intent": None},
+            {"audio_filepath": files["next song"].name, "intent": "time"}]
+    manifest = tmp_path / "intents.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert intents_main(["evaluate", "--model", model, "--manifest", str(manifest),
+                         "--json", str(tmp_path / "report.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("command acceptance: 66.67% of 3 commands")
+    assert "non-commands accepted as commands: 0.00% of 1" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["per_intent"]["time"] == {"n": 1, "acceptance": 0.0}
+
+
+def test_intents_command_line_errors_are_one_line(command_model, tmp_path, capsys):
+    from asr.intents import main as intents_main
+
+    model = str(command_model["dir"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"audio_filepath": "nowhere.wav", "intent": "time"}\n')
+    grammar = tmp_path / "g.yaml"
+    grammar.write_text("context:\n  expressions:\n    a:\n      - '[x'\n")
+    for argv, expected in (
+            (["evaluate", "--model", model, "--manifest", str(bad)],
+             f"error: {bad}:1: audio file not found"),
+            (["--model", model, "--grammar", str(grammar), str(bad)],
+             f"error: {grammar}:4: unclosed ["),
+            (["--model", str(tmp_path), str(bad)], "error: "),
+            (["--model", model, str(tmp_path / "none.wav")], f"error: {tmp_path / 'none.wav'}")):
+        assert intents_main(argv) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(expected) and "\n" not in err, err
+
+
 # ---------------------------------------------------------------------------- errors
 
 
@@ -262,6 +340,8 @@ def test_bad_input_and_bad_config_are_one_line(command_model, home, tmp_path):
              "error: actions.enabled names unknown actions: ['shell']; known: "),
             (["--input", str(silent), "model_dir=/nonexistent"],
              "error: /nonexistent: not a model directory"),
+            (["--input", str(silent), *given, f"grammar={bad}"],
+             f"error: {bad}:1: no 'context:' mapping"),
             (["--input", str(silent), "no_such_key=1"], "error: Could not override 'no_such_key'")):
         lines: list[str] = []
         assert main(argv, console=Console(lines.append)) == 1
@@ -271,5 +351,7 @@ def test_bad_input_and_bad_config_are_one_line(command_model, home, tmp_path):
 def test_config_fills_the_parts():
     cfg = load_config([])
     assert VADConfig(**cfg.vad) == VADConfig()
-    assert IntentParser(**cfg.intents) == IntentParser()
+    grammar = Grammar.load(DEFAULT_GRAMMAR)
+    assert IntentParser(grammar, **cfg.intents) == IntentParser(grammar)
+    assert cfg.grammar is None  # the model directory's own
     assert sorted(cfg.actions.enabled) == ActionsConfig().enabled  # every action, on
