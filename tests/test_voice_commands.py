@@ -9,17 +9,16 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
+from asr.grammar import Grammar
 from conftest import SHARED, require_shared
 from recipes.voice_commands import prepare, real
-from recipes.voice_commands.grammar import (
-    DIGITS,
-    WORDS,
-    all_sentences,
-    commands,
-    intents,
-    parse,
-    sentence_intent,
-)
+
+GRAMMAR = Grammar.load(prepare.DEFAULT_GRAMMAR)
+POOLS = prepare.intent_pools(GRAMMAR, seed=0)
+SENTENCES = {s.text: s for group in POOLS.values() for s in group}
+WORDS = ["yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go"]
+DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+
 
 REQUIRED = {
     "show_files": ["show me my files", "show me my directories", "show me my videos",
@@ -48,52 +47,65 @@ REQUIRED = {
 
 
 def test_grammar_covers_required_phrases() -> None:
-    sentences = set(all_sentences())
     for intent, texts in REQUIRED.items():
         for text in texts:
-            assert text in sentences, text
-            assert sentence_intent(text) == intent
+            assert SENTENCES[text].intent == intent, text
 
 
-def test_grammar_text_is_normalised_and_deterministic() -> None:
-    sentences = all_sentences()
-    assert sentences == sorted(set(sentences)) == all_sentences()
-    assert all(re.fullmatch(r"[a-z]+( [a-z]+)*", text) for text in sentences)
-    assert not [text for text in sentences if text.count("please") > 1]
-    assert parse("  Turn OFF the wifi ").slots == {"state": "off", "device": "wifi"}
-    assert parse("open the fridge") is None
-    with pytest.raises(KeyError):
-        sentence_intent("open the fridge")
-
-
-def test_single_words_and_digits_are_never_wrapped() -> None:
-    singles = [c.text for c in commands() if c.intent in ("word", "digit")]
-    assert sorted(singles) == sorted(WORDS + DIGITS)
-    assert "zero please" not in all_sentences()
+def test_default_grammar_expands_as_documented() -> None:
+    """1,172 sentences, 18 intents; text normalised; please at most once; slots as written."""
+    assert len(SENTENCES) == 1172 and len(POOLS) == 18
+    assert GRAMMAR.count() == 1400  # "hey computer open the editor" is in two expressions
+    assert all(re.fullmatch(r"[a-z]+( [a-z]+)*", text) for text in SENTENCES)
+    assert not [text for text in SENTENCES if text.count("please") > 1]
+    assert SENTENCES["could you turn off the wifi"].slots == {"state": "off", "device": "wifi"}
+    assert SENTENCES["set a timer for one minute please"].slots == {"amount": "one",
+                                                                     "unit": "minute"}
+    singles = sorted(t for t, s in SENTENCES.items() if s.intent in ("word", "digit"))
+    assert singles == sorted(WORDS + DIGITS) and "zero please" not in SENTENCES
 
 
 def test_sentence_split() -> None:
-    splits = prepare.split_sentences(seed=0)
-    assert splits == prepare.split_sentences(seed=0)
-    multi = {name: {t for t in texts if " " in t} for name, texts in splits.items()}
+    splits = prepare.split_sentences(POOLS, seed=0)
+    assert splits == prepare.split_sentences(POOLS, seed=0)
+    texts = {name: [s.text for s in found] for name, found in splits.items()}
+    multi = {name: {t for t in found if " " in t} for name, found in texts.items()}
     assert not multi["train"] & multi["dev"]
     assert not multi["train"] & multi["test"]
     assert not multi["dev"] & multi["test"]
-    for texts in splits.values():
-        assert {sentence_intent(t) for t in texts} == set(intents())
-    assert set(WORDS + DIGITS) <= set(splits["train"])
-    assert {c.core for c in commands()} <= set(splits["train"])
-    train_words = {w for t in splits["train"] for w in t.split()}
-    assert {w for t in splits["dev"] + splits["test"] for w in t.split()} <= train_words
-    assert sum(map(len, splits.values())) - 2 * len(WORDS + DIGITS) == len(all_sentences())
+    for found in splits.values():
+        assert {s.intent for s in found} == set(GRAMMAR.intents)
+    assert set(WORDS + DIGITS) <= set(texts["train"])
+    assert {t for t, s in SENTENCES.items() if s.core} <= set(texts["train"])
+    assert "open the editor" in texts["train"]
+    train_words = {w for t in texts["train"] for w in t.split()}
+    assert {w for t in texts["dev"] + texts["test"] for w in t.split()} <= train_words
+    assert sum(map(len, texts.values())) - 2 * len(WORDS + DIGITS) == len(SENTENCES)
+
+
+def test_a_grammar_of_millions_is_sampled_not_enumerated() -> None:
+    """A coffee machine's grammar: three 30-value slots per expression, 100 expressions."""
+    values = "\n".join(f"    s{k}: [{', '.join(f'v{k}x{i}' for i in range(30))}]" for k in range(3))
+    lines = [f"      - \"[make, brew] (me) (a) $s0:a $s1:b (with) $s2:c {word}\""
+             for word in (f"w{i}" for i in range(100))]
+    text = "context:\n  expressions:\n    order:\n" + "\n".join(lines) + "\n  slots:\n" + values
+    grammar = Grammar.from_yaml(text)
+    assert grammar.count() == 100 * 2 * 2 * 2 * 2 * 30**3
+    pools = prepare.intent_pools(grammar, seed=0)
+    assert len(pools["order"]) > 0.99 * prepare.POOL
+    splits = prepare.split_sentences(pools, seed=0)
+    assert all(splits[name] for name in prepare.SPLITS)
+    sentence = splits["test"][0]
+    match = grammar.match(sentence.text)
+    assert (match.intent, match.slots, match.similarity) == ("order", sentence.slots, 1.0)
 
 
 def test_draw_covers_the_pool_with_fair_intent_shares() -> None:
-    train = prepare.split_sentences(seed=0)["train"]
+    train = prepare.split_sentences(POOLS, seed=0)["train"]
     pool = prepare.sentence_pool(train)
     drawn = prepare.draw_sentences(pool, 3 * len(pool) + 5, random.Random(0))
-    assert set(drawn) == set(train)
-    shares = {i: sum(sentence_intent(t) == i for t in pool) / len(pool) for i in intents()}
+    assert {s.text for s in drawn} == {s.text for s in train}
+    shares = {i: sum(s.intent == i for s in pool) / len(pool) for i in GRAMMAR.intents}
     assert min(shares.values()) > 0.02
     assert max(shares.values()) < 0.4
 
@@ -142,9 +154,11 @@ def test_tiny_synthesis(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
             info = sf.info(str(path))
             assert (info.samplerate, info.channels, info.subtype) == (16000, 1, "PCM_16")
             assert abs(info.frames / info.samplerate - record["duration"]) < 0.01
-            assert sentence_intent(record["text"]) == record["intent"]
+            sentence = SENTENCES[record["text"]]
+            assert (record["intent"], record["slots"]) == (sentence.intent, sentence.slots)
             assert prepare.HELD_OUT.get((record["engine"], record["voice"].split("+")[-1]),
                                         "train") == split
+    assert (tmp_path / "a" / "grammar.yaml").read_bytes() == prepare.DEFAULT_GRAMMAR.read_bytes()
     sample = tmp_path / "a" / "sample.wav"
     assert sf.info(str(sample)).samplerate == 16000
     assert (tmp_path / "a" / "sample.txt").read_text().strip() in {
@@ -154,10 +168,11 @@ def test_tiny_synthesis(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "already prepared" in capsys.readouterr().out
 
 
-def test_real_recordings_split_by_speaker() -> None:
-    """People from ../shared/data: grammar words only, speakers disjoint, noise as empty text."""
+def test_real_recordings_split_by_speaker(tmp_path: Path) -> None:
+    """People from ../shared/data: grammar words as commands, other speech and noise as empty
+    text, speakers disjoint across splits."""
     require_shared()
-    splits = real.real_records(SHARED)
+    splits = real.real_records(SHARED, tmp_path, set(SENTENCES))
     assert len(splits["dev"]) == real.DEV_RECORDINGS
     speakers = {name: {r["voice"] for r in records if r["voice"] != "noise"}
                 for name, records in splits.items()}
@@ -165,13 +180,22 @@ def test_real_recordings_split_by_speaker() -> None:
     assert not speakers["train"] & speakers["test"]
     assert not speakers["dev"] & speakers["test"]
     assert {"jackson", "lucas"} <= speakers["train"] and "yweweler" in speakers["test"]
+    groups = {name: {real.wuw_group(e) for e in real.wuw_entries(SHARED / "wuw")
+                     if f"wuw:{e['sessionNumber']}" in speakers[name]} for name in speakers}
+    assert not groups["train"] & groups["test"] and groups["test"]
     for records in splits.values():
         for record in records:
             assert Path(record["audio_filepath"]).is_file()
-            if record["voice"] == "noise":
-                assert record["text"] == "" and "_silence_" in record["audio_filepath"]
-            else:
+            if record["kind"] == "command":
                 assert record["text"] in WORDS + DIGITS
+            else:
+                assert record["text"] == ""
     fsdd_test = [r for r in splits["test"] if r["source"] == "fsdd"]
     assert len(fsdd_test) == 500 and {r["text"] for r in fsdd_test} == set(DIGITS)
-    assert any(r["text"] == "" for r in splits["train"])
+    other = [r for r in splits["test"] if r["source"] == "speech_commands" and r["kind"] == "other"]
+    assert {"marvin", "bed"} & {Path(r["audio_filepath"]).name.split("_")[0] for r in other}
+    wuw = [r for r in splits["test"] if r["source"] == "wuw"]
+    assert {r["kind"] for r in wuw} == {"sentence", "wake_word"}
+    assert max(r["duration"] for r in wuw) > real.MAX_OTHER_SECONDS
+    assert max(r["duration"] for r in splits["train"]) <= real.MAX_OTHER_SECONDS
+    assert sf.info(wuw[0]["audio_filepath"]).samplerate == 8000

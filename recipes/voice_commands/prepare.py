@@ -1,8 +1,12 @@
-"""Synthesise the voice-command corpus: grammar sentences spoken by many synthetic voices.
+"""Synthesise a voice-command corpus: a grammar's sentences spoken by many synthetic voices.
 
     python -m recipes.voice_commands.prepare --out data/voice_commands
+    python -m recipes.voice_commands.prepare --grammar coffee.yaml --out data/coffee
 
-Train, dev and test differ in both sentences and voices, so the test word error rate measures
+The grammar is a Rhino context file (`asr/grammar.py`; default: commands.yaml beside this
+file). Each intent's sentences are enumerated when there are at most POOL sentences, and
+sampled otherwise, so a grammar that expands to millions of sentences costs no more than a
+small one. Train, dev and test differ in both sentences and voices, so the test word error rate measures
 what a user would meet: commands phrased in ways the model never heard (e.g. "open the editor
 please"), spoken by voices it never heard. Voices come from espeak-ng (accents x variants),
 flite and festival; each utterance gets a random speed and pitch, a random vocal-tract length
@@ -11,7 +15,11 @@ coloured noise plus mains hum at a random SNR (most utterances) and a random lev
 Everything is drawn from --seed, per utterance, so the corpus is the same for any --jobs.
 
 Writes OUT/wavs/{split}/*.wav (16-bit PCM), OUT/{train,dev,test}.jsonl (NeMo manifests with
-paths relative to OUT), OUT/sample.wav + sample.txt (one test utterance) and OUT/.done.
+paths relative to OUT; each line also has the `intent` and `slots` it means, null for speech
+that is no command), OUT/sample.wav + sample.txt (one test utterance), OUT/grammar.yaml (the
+grammar, for the model directory) and OUT/.done. With real recordings (`real.py`) also
+OUT/test_real.jsonl (people saying commands) and OUT/test_other.jsonl (people saying other
+things), both of speakers never heard in training.
 """
 
 import argparse
@@ -35,11 +43,14 @@ import numpy as np
 import soundfile as sf
 
 from asr.checkpoint import atomic_write, save_text
-from recipes.voice_commands.grammar import SINGLE_WORD_INTENTS, all_sentences, commands
+from asr.grammar import Grammar, GrammarError, Sentence
 from recipes.voice_commands.real import real_records
 
 SPLITS = ("train", "dev", "test")
-# Share of each intent's wrapped sentences held out for dev and test (bare cores stay in train).
+DEFAULT_GRAMMAR = Path(__file__).with_name("commands.yaml")
+# Sentences per intent at most: enumerated below this, sampled above it.
+POOL = 4000
+# Share of each intent's non-core sentences held out for dev and test (cores stay in train).
 SENTENCE_FRACTIONS = {"dev": 0.1, "test": 0.2}
 # Every intent gets at least this share of a split's sentence pool, so that small intents
 # ("what time is it", single words) are not drowned by the 480 timer sentences.
@@ -105,8 +116,7 @@ class Job:
 
     split: str
     index: int
-    text: str
-    intent: str
+    sentence: Sentence
     voice: Voice
     seed: int
     sample_rate: int
@@ -120,48 +130,51 @@ class Job:
 # ---------------------------------------------------------------------------- sentences
 
 
-def split_sentences(seed: int) -> dict[str, list[str]]:
+def intent_pools(grammar: Grammar, seed: int) -> dict[str, list[Sentence]]:
+    """Each intent's sentences: all of them, or POOL draws for a large intent."""
+    return {intent: grammar.sentences(intent, POOL, random.Random(f"{seed}:{intent}"))
+            for intent in grammar.intents}
+
+
+def split_sentences(pools: dict[str, list[Sentence]], seed: int) -> dict[str, list[Sentence]]:
     """Sentences per split: multi-word sentences disjoint, every intent in every split.
 
-    Each bare command ("open the editor") stays in train, so every word is trained on and dev
-    and test hold unseen combinations of known parts ("open the editor please"). Single words
-    and digits are a closed set and appear in all three splits.
+    Each core sentence (no optional part said: "open the editor") stays in train, so every
+    word is trained on and dev and test hold unseen combinations of known parts ("open the
+    editor please"). One-word sentences ("yes", "three") are a closed set and appear in all
+    three splits, and so do the sentences of an intent that has nothing but cores.
     """
     rng = random.Random(seed)
-    splits: dict[str, list[str]] = {name: [] for name in SPLITS}
-    by_intent: dict[str, list] = defaultdict(list)
-    for command in commands():
-        by_intent[command.intent].append(command)
-    for intent, group in sorted(by_intent.items()):
-        if intent in SINGLE_WORD_INTENTS:
+    splits: dict[str, list[Sentence]] = {name: [] for name in SPLITS}
+    for _, group in sorted(pools.items()):
+        extras = [s for s in group if not s.core and " " in s.text]
+        if not extras:
             for name in SPLITS:
-                splits[name] += [command.text for command in group]
+                splits[name] += group
             continue
-        wrapped = [command.text for command in group if command.text != command.core]
-        rng.shuffle(wrapped)
-        counts = {name: max(1, round(fraction * len(wrapped)))
+        rng.shuffle(extras)
+        counts = {name: max(1, round(fraction * len(extras)))
                   for name, fraction in SENTENCE_FRACTIONS.items()}
-        splits["dev"] += wrapped[:counts["dev"]]
-        splits["test"] += wrapped[counts["dev"]:counts["dev"] + counts["test"]]
-        splits["train"] += wrapped[counts["dev"] + counts["test"]:]
-        splits["train"] += [command.text for command in group if command.text == command.core]
-    return {name: sorted(texts) for name, texts in splits.items()}
+        splits["dev"] += extras[:counts["dev"]]
+        splits["test"] += extras[counts["dev"]:counts["dev"] + counts["test"]]
+        splits["train"] += extras[counts["dev"] + counts["test"]:]
+        splits["train"] += [s for s in group if s.core or " " not in s.text]
+    return {name: sorted(found, key=lambda s: s.text) for name, found in splits.items()}
 
 
-def sentence_pool(sentences: list[str]) -> list[str]:
+def sentence_pool(sentences: list[Sentence]) -> list[Sentence]:
     """The sentences, those of small intents repeated so each intent gets a fair share."""
-    intent_of = {command.text: command.intent for command in commands()}
-    by_intent: dict[str, list[str]] = defaultdict(list)
-    for text in sentences:
-        by_intent[intent_of[text]].append(text)
+    by_intent: dict[str, list[Sentence]] = defaultdict(list)
+    for sentence in sentences:
+        by_intent[sentence.intent].append(sentence)
     floor = MIN_INTENT_SHARE * len(sentences)
-    return [text for group in by_intent.values()
-            for text in group * max(1, math.ceil(floor / len(group)))]
+    return [sentence for group in by_intent.values()
+            for sentence in group * max(1, math.ceil(floor / len(group)))]
 
 
-def draw_sentences(pool: list[str], count: int, rng: random.Random) -> list[str]:
+def draw_sentences(pool: list[Sentence], count: int, rng: random.Random) -> list[Sentence]:
     """`count` sentences by round-robin over reshuffled passes: the whole pool is covered."""
-    drawn: list[str] = []
+    drawn: list[Sentence] = []
     while len(drawn) < count:
         order = list(pool)
         rng.shuffle(order)
@@ -312,7 +325,7 @@ def add_noise(wave: np.ndarray, speech_power: float, rate: int,
 def render(job: Job) -> dict:
     """Synthesise, clean up, pad, add noise, set a random level and write one utterance."""
     rng = np.random.default_rng([job.seed, SPLITS.index(job.split), job.index])
-    wave, rate = synthesize(job.voice, job.text, rng)
+    wave, rate = synthesize(job.voice, job.sentence.text, rng)
     warp = float(rng.uniform(*WARP_RANGE))
     speech = librosa.resample(trim(wave, rate), orig_sr=rate * warp, target_sr=job.sample_rate,
                               res_type="soxr_hq")
@@ -321,34 +334,34 @@ def render(job: Job) -> dict:
     noisy, snr = add_noise(padded, float(np.mean(speech**2)), job.sample_rate, rng)
     noisy *= rng.uniform(0.25, 0.95) / max(float(np.abs(noisy).max()), 1e-9)
     sf.write(Path(job.out) / job.relpath, noisy, job.sample_rate, subtype="PCM_16")
-    return {"audio_filepath": job.relpath, "text": job.text,
+    return {"audio_filepath": job.relpath, "text": job.sentence.text,
             "duration": round(noisy.size / job.sample_rate, 3), "voice": job.voice.name,
-            "engine": job.voice.engine, "intent": job.intent, "warp": round(warp, 3),
-            "snr_db": snr}
+            "engine": job.voice.engine, "intent": job.sentence.intent,
+            "slots": job.sentence.slots, "warp": round(warp, 3), "snr_db": snr}
 
 
 # ---------------------------------------------------------------------------- corpus
 
 
-def plan(args: argparse.Namespace, voices: dict[str, list[Voice]]) -> list[Job]:
+def plan(args: argparse.Namespace, pools: dict[str, list[Sentence]],
+         voices: dict[str, list[Voice]]) -> list[Job]:
     """Every utterance to synthesise: its split, sentence and voice."""
-    sentences = split_sentences(args.seed)
-    intent_of = {command.text: command.intent for command in commands()}
+    sentences = split_sentences(pools, args.seed)
     jobs = []
     for split_index, split in enumerate(SPLITS):
         drawn = draw_sentences(sentence_pool(sentences[split]), getattr(args, split),
                                random.Random(f"{args.seed}:{split}"))
-        for index, text in enumerate(drawn):
+        for index, sentence in enumerate(drawn):
             rng = np.random.default_rng([args.seed, split_index, index, 1])
             voice = choose_voice(voices[split], split, rng)
-            jobs.append(Job(split, index, text, intent_of[text], voice, args.seed,
-                            args.sample_rate, str(args.out)))
+            jobs.append(Job(split, index, sentence, voice, args.seed, args.sample_rate,
+                            str(args.out)))
     return jobs
 
 
 def settings(args: argparse.Namespace, voices: list[Voice], real: dict[str, list[dict]]) -> dict:
     """What the corpus depends on (not --jobs): a change means it must be generated again."""
-    grammar = hashlib.sha256("\n".join(all_sentences()).encode()).hexdigest()[:16]
+    grammar = hashlib.sha256(args.grammar.read_bytes()).hexdigest()[:16]
     return {"train": args.train, "dev": args.dev, "test": args.test, "seed": args.seed,
             "real": {split: len(records) for split, records in real.items()},
             "sample_rate": args.sample_rate, "grammar": grammar, "warp": list(WARP_RANGE),
@@ -365,26 +378,49 @@ def synthesize_all(jobs: list[Job], processes: int) -> list[dict]:
         return pool.map(render, jobs, chunksize=8)
 
 
-def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]]) -> None:
-    """The manifests and the sample a user can transcribe first.
+def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
+                 grammar: Path) -> None:
+    """The manifests, the grammar and the sample a user can transcribe first.
 
-    Real recordings join train and dev; their test speakers get a manifest of their own
-    (test_real.jsonl), so test.jsonl keeps measuring unseen sentences and synthetic voices.
+    Real recordings join train and dev; their test speakers get manifests of their own
+    (test_real.jsonl: commands, test_other.jsonl: speech and noise that is no command), so
+    test.jsonl keeps measuring unseen sentences and synthetic voices.
     """
     for split in SPLITS:
         synthetic = [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
         lines = [json.dumps(r) + "\n" for r in synthetic + (real[split] if split != "test" else [])]
         save_text("".join(lines), out / f"{split}.jsonl")
-    (out / "test_real.jsonl").unlink(missing_ok=True)
-    if real["test"]:
-        save_text("".join(json.dumps(r) + "\n" for r in real["test"]), out / "test_real.jsonl")
+    for name, kinds in (("test_real", ("command",)), ("test_other", ("other", "sentence",
+                                                                     "wake_word", "noise"))):
+        (out / f"{name}.jsonl").unlink(missing_ok=True)
+        rows = [r for r in real["test"] if r["kind"] in kinds]
+        if rows:
+            save_text("".join(json.dumps(r) + "\n" for r in rows), out / f"{name}.jsonl")
     tests = [r for r in records if r["audio_filepath"].startswith("wavs/test/")]
-    clear = [r for r in tests if r["intent"] not in SINGLE_WORD_INTENTS
-             and (r["snr_db"] is None or r["snr_db"] >= 20)]
+    clear = [r for r in tests if " " in r["text"] and (r["snr_db"] is None or r["snr_db"] >= 20)]
     sample = (clear or tests)[0]
     audio = (out / sample["audio_filepath"]).read_bytes()
     atomic_write(out / "sample.wav", lambda f: f.write(audio))
     save_text(sample["text"] + "\n", out / "sample.txt")
+    save_text(grammar.read_text(encoding="utf-8"), out / "grammar.yaml")
+    noise = [r for r in real["train"] if r["kind"] == "noise"] + coloured_noise_clips(out)
+    save_text("".join(json.dumps(r) + "\n" for r in noise), out / "noise.jsonl")
+
+
+def coloured_noise_clips(out: Path, seconds: float = 2.0, rate: int = 16000) -> list[dict]:
+    """Two clips of each noise colour (OUT/wavs/noise), so that training-time noise
+    (`data.augment.noise`) has a source even without real recordings."""
+    rng = np.random.default_rng(0)
+    (out / "wavs" / "noise").mkdir(parents=True, exist_ok=True)
+    records = []
+    for color in NOISE_COLORS:
+        for take in range(2):
+            relpath = f"wavs/noise/{color}_{take}.wav"
+            noise = 0.1 * colored_noise(int(seconds * rate), color, rng)
+            sf.write(out / relpath, noise.astype(np.float32), rate, subtype="PCM_16")
+            records.append({"audio_filepath": relpath, "text": "", "duration": seconds,
+                            "kind": "noise", "intent": None, "slots": {}})
+    return records
 
 
 def summary(records: list[dict], real: dict[str, list[dict]], elapsed: float) -> str:
@@ -410,6 +446,8 @@ def positive(value: str) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("data/voice_commands"))
+    parser.add_argument("--grammar", type=Path, default=DEFAULT_GRAMMAR,
+                        help="the commands, as a Rhino context YAML file (default: %(default)s)")
     parser.add_argument("--train", type=positive, default=6000, help="training utterances")
     parser.add_argument("--dev", type=positive, default=300, help="dev utterances")
     parser.add_argument("--test", type=positive, default=600, help="test utterances")
@@ -417,7 +455,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=positive, default=2, help="worker processes")
     parser.add_argument("--sample-rate", type=positive, default=16000)
     parser.add_argument("--real-root", type=Path, default=DEFAULT_REAL_ROOT,
-                        help="folder with speech_commands/ and fsdd/ to add real speakers from "
+                        help="folder with speech_commands/, fsdd/ and wuw/ to add real speakers from "
                              "(default: ../shared/data when present); 'none' for synthetic only")
     return parser.parse_args(argv)
 
@@ -425,24 +463,41 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     start = time.monotonic()
+    try:
+        grammar = Grammar.load(args.grammar)
+    except GrammarError as err:
+        sys.exit(f"error: {err}")
+    pools = intent_pools(grammar, args.seed)
     voices = discover_voices()
     use_real = args.real_root is not None and str(args.real_root) != "none"
-    real = real_records(args.real_root) if use_real else {split: [] for split in SPLITS}
+    real = real_corpus(args.real_root, args.out, pools) if use_real else \
+        {split: [] for split in SPLITS}
     wanted = settings(args, voices, real)
     done = args.out / ".done"
     if done.is_file() and json.loads(done.read_text()) == wanted:
         print(f"{args.out}: already prepared")
         return
     done.unlink(missing_ok=True)
-    shutil.rmtree(args.out / "wavs", ignore_errors=True)
     for split in SPLITS:
+        shutil.rmtree(args.out / "wavs" / split, ignore_errors=True)
         (args.out / "wavs" / split).mkdir(parents=True, exist_ok=True)
-    jobs = plan(args, split_voices(voices))
+    jobs = plan(args, pools, split_voices(voices))
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
     records = synthesize_all(jobs, args.jobs)
-    write_corpus(args.out, records, real)
+    write_corpus(args.out, records, real, args.grammar)
     save_text(json.dumps(wanted, indent=1) + "\n", done)
     print(summary(records, real, time.monotonic() - start))
+
+
+def real_corpus(root: Path, out: Path, pools: dict[str, list[Sentence]]) -> dict[str, list[dict]]:
+    """Real recordings (`real.py`), each command word with its grammar meaning."""
+    known = {s.text: s for group in pools.values() for s in group}
+    real = real_records(root, out, set(known))
+    for rows in real.values():
+        for row in rows:
+            sentence = known.get(row["text"])
+            row["intent"], row["slots"] = (sentence.intent, sentence.slots) if sentence else (None, {})
+    return real
 
 
 if __name__ == "__main__":

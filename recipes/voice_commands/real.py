@@ -1,29 +1,51 @@
-"""Real people's voices for the voice-command corpus: command words and digits, split by speaker.
+"""Real people for a voice-command corpus: the grammar's one-word commands, and speech to refuse.
 
-Synthetic voices are not people. When a folder laid out like `../shared/data` is at hand
-(Speech Commands and the Free Spoken Digit Dataset, see its README), the words of the grammar
-that people recorded there join the corpus: "yes", "stop", "left", "three", ... from 127
-Speech Commands speakers and 4 FSDD speakers, and Speech Commands' background-noise clips as
-empty transcripts (the model must say nothing for noise). Speakers are split by a stable hash
-(FSDD's four by name), so dev and test are people the model never heard. The files are
-referenced in place, never copied.
+Synthetic voices are not people. When a folder laid out like `../shared/data` is at hand, three
+corpora of real recordings join the corpus (see its README):
+
+- commands: the grammar's one-word sentences that people recorded: Speech Commands' words
+  ("yes", "stop", "three", ...; 127 speakers, 16 kHz) and the Free Spoken Digit Dataset's
+  digits (4 speakers, 8 kHz; training resamples);
+- speech that is no command, transcribed as the empty text, so the model learns to say
+  nothing for it and the intent layer refuses it: Speech Commands' other words ("marvin",
+  "bed", and command words the grammar lacks), and WUW Corpus II, 121 people on telephone
+  lines saying wake words alone and inside free sentences;
+- noise: Speech Commands' background clips, also as the empty text.
+
+Everything is split by speaker, so dev and test hold people the model never heard: FSDD's four
+by name, Speech Commands' by a stable hash of the speaker id (noise clips by file name), WUW's
+by a hash of a speaker *group*. WUW numbers calls, not people, and one person may have called
+several times; calls of the same gender and dialect recorded on the same day form one group, a
+rule that may put two people in a group but never splits one person's calls across splits.
+Speech Commands and FSDD are referenced in place; WUW's headerless mu-law is converted to WAV
+under OUT/wavs/wuw, since the training loader reads only self-describing audio files.
 """
 
 import hashlib
+import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
+import soundfile as sf
+
 from asr.audio import audio_duration
+from asr.checkpoint import atomic_write
+from asr.text import normalize_text
 from recipes.fsdd import prepare as fsdd_recipe
 from recipes.speech_commands import prepare as sc
-from recipes.voice_commands.grammar import DIGITS, WORDS
 
+FSDD_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 # FSDD has four speakers: two train, one dev, one test.
 FSDD_SPLIT = {"jackson": "train", "lucas": "train", "nicolas": "dev", "yweweler": "test"}
-# Shares of Speech Commands speakers (and noise clips) held out, by hash.
+# Shares of Speech Commands speakers (and noise clips) and of WUW speaker groups held out.
 HELD_OUT_SHARE = {"dev": 0.1, "test": 0.2}
 # Dev is scored after every epoch: a sample of its real recordings is enough to pick the best.
 DEV_RECORDINGS = 200
+# Training hears WUW utterances up to this long (a free sentence can last 20 s and would cost
+# more training time than it teaches); dev and test keep them all.
+MAX_OTHER_SECONDS = 6.0
+WUW_FORMAT = {"format": "RAW", "subtype": "ULAW", "samplerate": 8000, "channels": 1}
 
 
 def speaker_split(speaker: str) -> str:
@@ -34,43 +56,76 @@ def speaker_split(speaker: str) -> str:
     return "dev" if bucket < HELD_OUT_SHARE["test"] + HELD_OUT_SHARE["dev"] else "train"
 
 
-def _record(path: Path, text: str, speaker: str, source: str) -> dict:
-    return {"audio_filepath": str(path.resolve()), "text": text,
-            "duration": round(audio_duration(path), 3), "voice": speaker, "engine": "real",
-            "source": source}
+def _record(path: Path, text: str, speaker: str, source: str, kind: str,
+            duration: float | None = None) -> dict:
+    seconds = audio_duration(path) if duration is None else duration
+    return {"audio_filepath": str(path.resolve()), "text": text, "duration": round(seconds, 3),
+            "voice": speaker, "engine": "real", "source": source, "kind": kind}
 
 
-def speech_commands(root: Path) -> list[tuple[str, dict]]:
-    """(split, record) for the grammar's words said by Speech Commands speakers, and noise.
-
-    Clips are found and named by the speech_commands recipe; other unknown words ("bed",
-    "marvin") are not in the grammar and are left out.
-    """
-    items = []
+def speech_commands(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
+    """(split, record): the grammar's words as commands, every other word as speech to
+    refuse, background noise as noise."""
     for path in sc.clips(root):
         text, group = sc.describe(path)
         if path.parent.name == sc.SILENCE:
-            items.append((speaker_split(path.stem), _record(path, "", "noise", "speech_commands")))
-        elif text in WORDS + DIGITS:
-            items.append((speaker_split(group), _record(path, text, group, "speech_commands")))
-    return items
+            yield speaker_split(path.stem), _record(path, "", "noise", "speech_commands", "noise")
+        elif text in words:
+            yield speaker_split(group), _record(path, text, group, "speech_commands", "command")
+        else:
+            yield speaker_split(group), _record(path, "", group, "speech_commands", "other")
 
 
-def fsdd(root: Path) -> list[tuple[str, dict]]:
-    """(split, record) for every FSDD digit recording (8 kHz; training resamples)."""
-    return [(FSDD_SPLIT[speaker], _record(path, DIGITS[digit], speaker, "fsdd"))
-            for path, digit, speaker, _ in fsdd_recipe.recordings(root) if speaker in FSDD_SPLIT]
+def fsdd(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
+    """(split, record) for every FSDD recording of a digit that is a grammar sentence."""
+    for path, digit, speaker, _ in fsdd_recipe.recordings(root):
+        if speaker in FSDD_SPLIT and FSDD_DIGITS[digit] in words:
+            yield FSDD_SPLIT[speaker], _record(path, FSDD_DIGITS[digit], speaker, "fsdd",
+                                               "command")
 
 
-def real_records(root: Path) -> dict[str, list[dict]]:
-    """Records per split from whichever of the two corpora `root` holds."""
+def wuw_entries(root: Path) -> list[dict]:
+    """data.json's utterances (upstream keeps them in one list under a single key)."""
+    data = json.loads((root / "data.json").read_text())
+    return [entry for entries in (data.values() if isinstance(data, dict) else [data])
+            for entry in entries]
+
+
+def wuw_group(entry: dict) -> str:
+    """The speaker group of a WUW call: gender, dialect and day of recording."""
+    return f"{entry['gender']}:{entry['dialect']}:{entry['dateRecorded'][:10]}"
+
+
+def wuw(root: Path, out: Path, grammar_sentences: set[str]) -> Iterator[tuple[str, dict]]:
+    """(split, record) for WUW utterances, each as speech to refuse (converted to WAV)."""
+    for entry in wuw_entries(root):
+        if normalize_text(entry["transcription"]) in grammar_sentences:
+            continue  # never teach the model to ignore one of its own commands
+        wav = out / "wavs" / "wuw" / (Path(entry["filePath"]).stem + ".wav")
+        if not wav.is_file():
+            samples, rate = sf.read(root / entry["filePath"], dtype="int16", **WUW_FORMAT)
+            wav.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(wav, lambda f, s=samples, r=rate: sf.write(f, s, r, format="WAV",
+                                                                   subtype="PCM_16"))
+        duration = sf.info(str(wav)).duration
+        kind = "sentence" if entry["utteranceNumber"] >= "006" else "wake_word"
+        record = _record(wav, "", f"wuw:{entry['sessionNumber']}", "wuw", kind, duration)
+        yield speaker_split(wuw_group(entry)), record
+
+
+def real_records(root: Path, out: Path, grammar_sentences: set[str]) -> dict[str, list[dict]]:
+    """Records per split from whichever corpora `root` holds. Training leaves out WUW
+    utterances over MAX_OTHER_SECONDS; dev keeps a sample of DEV_RECORDINGS."""
+    words = {text for text in grammar_sentences if " " not in text}
     splits: dict[str, list[dict]] = {"train": [], "dev": [], "test": []}
-    if (root / "speech_commands").is_dir():
-        for split, record in speech_commands(root / "speech_commands"):
-            splits[split].append(record)
-    if (root / "fsdd").is_dir():
-        for split, record in fsdd(root / "fsdd"):
-            splits[split].append(record)
+    sources = [("speech_commands", lambda d: speech_commands(d, words)),
+               ("fsdd", lambda d: fsdd(d, words)),
+               ("wuw", lambda d: wuw(d, out, grammar_sentences))]
+    for folder, read in sources:
+        if (root / folder).is_dir():
+            for split, record in read(root / folder):
+                if not (split == "train" and record["duration"] > MAX_OTHER_SECONDS):
+                    splits[split].append(record)
     if len(splits["dev"]) > DEV_RECORDINGS:
         splits["dev"] = sorted(random.Random(0).sample(splits["dev"], DEV_RECORDINGS),
                                key=lambda r: r["audio_filepath"])

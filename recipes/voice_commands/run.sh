@@ -1,24 +1,45 @@
 #!/usr/bin/env bash
-# The main job, on a fresh machine: set up, synthesise the voice-command corpus, train the
-# default model on CPU (or GPU), score it on unseen sentences and voices, transcribe a sample.
-# Extra arguments are Hydra overrides for training, e.g. `trainer.max_epochs=5`.
-# Running it again continues the run (trainer.resume=true) instead of starting over.
+# The main job, on a fresh machine: set up, synthesise a voice-command corpus from a grammar
+# (with real people from ../shared/data when it is there), train a model for it on CPU (or
+# GPU), score words and intents on unseen sentences, voices and people, transcribe a sample.
+#
+#   bash recipes/voice_commands/run.sh                        # the default grammar (commands.yaml)
+#   bash recipes/voice_commands/run.sh GRAMMAR=coffee.yaml    # your commands: data/coffee, exp/coffee
+#   bash recipes/voice_commands/run.sh trainer.max_epochs=5   # other arguments: Hydra overrides
+#
+# The model directory carries its grammar (grammar.yaml), so `asr-demo model_dir=DIR` and
+# `python -m asr.intents --model DIR` know its intents. Running it again continues the run
+# (trainer.resume=true) instead of starting over.
 # REAL_ROOT=none: synthetic voices only, into data/ and exp/voice_commands_synthetic: a start
 # for fine-tuning on real recordings (recipes/speech_commands, recipes/fsdd: INIT=...), with the
-# conv2d front end (2.2x the training time; on real voices it beat frame stacking, see those READMEs).
+# conv2d front end (on real voices it beat frame stacking, see those READMEs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
+grammar=recipes/voice_commands/commands.yaml
+overrides=()
+for arg in "$@"; do
+  case $arg in
+    GRAMMAR=*) grammar=${arg#GRAMMAR=} ;;
+    *) overrides+=("$arg") ;;
+  esac
+done
+grammar=${GRAMMAR:-$grammar}
 bash tools/setup.sh
 py=.venv/bin/python
 name=voice_commands
-overrides=()
-if [ "${REAL_ROOT:-}" = none ]; then name=voice_commands_synthetic overrides=(model.subsampling=conv2d); fi
+[ "$grammar" = recipes/voice_commands/commands.yaml ] || name=$(basename "${grammar%.*}")
+if [ "${REAL_ROOT:-}" = none ]; then
+  name=${name}_synthetic overrides=(model.subsampling=conv2d "${overrides[@]}")
+fi
 data=data/$name
 model=exp/$name
 
-$py -m recipes.voice_commands.prepare --out "$data" ${REAL_ROOT:+--real-root "$REAL_ROOT"}
-$py -m asr.train data.root="$data" trainer.out_dir="$model" trainer.resume=true "${overrides[@]}" "$@"
+$py -m recipes.voice_commands.prepare --grammar "$grammar" --out "$data" \
+  ${REAL_ROOT:+--real-root "$REAL_ROOT"}
+$py -m asr.train experiment=voice_commands data.root="$data" trainer.out_dir="$model" \
+  trainer.resume=true "${overrides[@]}"
+cp "$data/grammar.yaml" "$model/grammar.yaml"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \
   --json "$model/test_results.json" | tee "$model/test_wer.txt"
 $py -m recipes.breakdown "$model/test_results.json" "$data/test.jsonl" engine
@@ -27,8 +48,15 @@ if [ -f "$data/test_real.jsonl" ]; then  # people never heard in training (../sh
     --json "$model/test_real_results.json"
   $py -m recipes.breakdown "$model/test_real_results.json" "$data/test_real.jsonl" source
 fi
+for manifest in test test_real test_other; do  # intents: command acceptance, false acceptance
+  if [ -f "$data/$manifest.jsonl" ]; then
+    echo "intents, $manifest:"
+    $py -m asr.intents evaluate --model "$model" --manifest "$data/$manifest.jsonl" \
+      --json "$model/${manifest}_intents.json"
+  fi
+done
 echo "sample ($(cat "$data/sample.txt")):"
-$py -m asr.transcribe --model "$model" "$data/sample.wav"
+$py -m asr.intents --model "$model" "$data/sample.wav"
 
 elapsed=$(( $(date +%s) - start ))
 wer=$($py -c "import json; print(f\"{100 * json.load(open('$model/test_results.json'))['wer']:.2f}\")")
