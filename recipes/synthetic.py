@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from asr.checkpoint import save_text
+from asr.grammar import Sentence
 from recipes.fsdd.prepare import DIGITS
 from recipes.speech_commands.prepare import AUXILIARY, COMMANDS
 from recipes.voice_commands.prepare import (
@@ -84,8 +85,8 @@ def plan(out: Path, draw: Draw, count: int, seed: int, sample_rate: int = 16000)
     for index in range(count):
         rng = np.random.default_rng([seed, index])
         text = draw(rng)
-        jobs.append(Job("train", index, text, "synthetic", choose_voice(voices, "train", rng),
-                        seed, sample_rate, str(out)))
+        jobs.append(Job("train", index, Sentence(text, "synthetic"),
+                        choose_voice(voices, "train", rng), seed, sample_rate, str(out)))
     return jobs
 
 
