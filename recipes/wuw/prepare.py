@@ -30,7 +30,11 @@ minutes apart; the hour leaves room for a pause. The rule errs on one side: it m
 people in one group (105 groups where the shared copy's README counts 121 speakers), which only
 coarsens the split, but splits one person's calls only if they called again more than an hour
 later with new sentences, or their calls disagree on gender or dialect. Whole groups go to
-train, dev or test by the hash of the group's id (`recipes.common.hash_split`).
+train, dev or test by the hash of the group's id (`recipes.common.hash_split`). Scripts are
+matched word for word only: many callers paraphrase the same prompts ("hi john how are you
+wait just a second while I invoke my personal assistant"), and joining calls that share any
+run of 8 words would make one group of 28 calls. As it is, 5 of the 155 test sentences share
+a run of 6 words (keywords aside) with a training sentence.
 
 Writes OUT/{train,dev,test}.jsonl (every utterance) and OUT/{dev,test}_sentences.jsonl (the
 free sentences: task (a), transcription, and task (b), finding the keyword with its time:
