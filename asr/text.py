@@ -16,6 +16,13 @@ _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 _SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"), (100, "hundred"))
 _ORDINALS = {"one": "first", "two": "second", "three": "third", "five": "fifth",
              "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
+# A hand transcription's markup (LDC's conventions, as WUW Corpus II uses them).
+_SPEAKER_NOISE = re.compile(r"\{[^{}]*\}")  # {breath} {lip smack}: may sit inside a word
+_EVENT = re.compile(r"\[[^\[\]{}]*[\]}]")  # [click] [static/] [\static] [/phone fuzz] [[skip]]
+_TAG = re.compile(r"<[^<>]*>|\(\(|\)\)|[\[\]]")  # <as> asides </as>, ((uncertain)), strays
+_TRAILING = ".,;:?!\"'_"
+# Filled pauses, marked (%um) or not (uh): not words a recogniser should be asked to write.
+HESITATIONS = frozenset("uh um umm uhm ah er erm hm hmm mm mhm".split())
 
 
 def normalize_text(text: str) -> str:
@@ -37,6 +44,35 @@ def normalize_text(text: str) -> str:
     text = _NOT_WORD.sub(" ", text)
     text = _APOSTROPHES.sub(" ", text)
     return " ".join(text.split())
+
+
+def normalize_transcription(text: str) -> str:
+    """The words of a hand transcription, its markup removed, then `normalize_text`.
+
+    The markup of LDC-style transcripts (WUW Corpus II's): speaker noises `{breath}` go, even
+    inside a word (`Think{breath}Engine` is "thinkengine"); background events `[click]`,
+    `[static/] ... [/static]`, `[[skip]]` go; `<as> ... </as>` (an aside) and `((uncertain
+    words))` keep their words, so `(( ))` (unintelligible) leaves nothing; `%um` and unmarked
+    filled pauses (HESITATIONS) go; word fragments cut off by the speaker (`ph-`, `-perator`)
+    go; the marks on whole words stay words: `^John` (a name), `+gonna` (said oddly),
+    `*gonna` (not in the dictionary), `~CPX` (spelt out), `_Onword_` (the keyword). A
+    replacement character where the source had a curly apostrophe (`I\ufffdm`) is one again.
+
+    >>> normalize_transcription("{breath} Uh, I'm *gonna say (( )) ((hi)) %um _Onword_ [static\\]")
+    "i'm gonna say hi onword"
+    >>> normalize_transcription("[phone fuzz/] the ph- call to +the Th{breath}inkEngine [/phone fuzz]")
+    'the call to the thinkengine'
+    """
+    text = _SPEAKER_NOISE.sub("", text.replace("\ufffd", "'"))
+    while (stripped := _EVENT.sub(" ", text)) != text:
+        text = stripped
+    words = []
+    for token in _TAG.sub(" ", text).split():
+        bare = token.rstrip(_TRAILING)
+        if token.startswith("%") or bare.endswith("-") or token.lstrip("_").startswith("-"):
+            continue  # a marked hesitation or a fragment
+        words.append(token)
+    return " ".join(w for w in normalize_text(" ".join(words)).split() if w not in HESITATIONS)
 
 
 def spell_number(token: str) -> str:

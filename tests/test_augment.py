@@ -1,4 +1,7 @@
-"""Waveform augmentation on real recordings: exact length, SNR and gain; training-only hook."""
+"""Waveform augmentation on real recordings, each part against its definition: exact length,
+SNR, gain, band, codec and impulse response; training-only hook."""
+
+import json
 
 import pytest
 import soundfile as sf
@@ -10,11 +13,17 @@ from asr.augment import (
     Augmenter,
     add_noise,
     apply_gain,
+    babble,
     band_limit,
+    codec,
+    reverberate,
     speed_perturb,
+    telephone,
 )
 from asr.data import SpeechDataset, Utterance, collate
-from conftest import COMMANDS, fsdd_file, require_shared, train_config, write_manifest
+from asr.rooms import measured_rt60, write_rooms
+from conftest import COMMANDS, SHARED, fsdd_file, require_shared, train_config, write_manifest
+from recipes.wuw.prepare import WUW_FORMAT
 
 
 def power(x: torch.Tensor) -> float:
@@ -76,6 +85,83 @@ def test_narrowband_removes_energy_above_half_the_rate(speech):
     assert power(band_limit(fsdd, 16000, 8000) - fsdd) < 1e-4 * power(fsdd)
 
 
+def snr_db(clean: torch.Tensor, mixed: torch.Tensor) -> float:
+    return 10 * torch.log10(torch.tensor(power(clean) / power(mixed - clean))).item()
+
+
+def test_a_single_tap_impulse_response_changes_nothing(speech):
+    assert torch.allclose(reverberate(speech, torch.tensor([1.0])), speech, atol=1e-6)
+    # ...wherever the tap lies and whatever its size: aligned on it, power restored
+    delayed = torch.zeros(800)
+    delayed[300] = 0.25
+    assert torch.allclose(reverberate(speech, delayed), speech, atol=1e-6)
+
+
+def test_an_echo_adds_the_delayed_signal(speech):
+    """Direct sound plus one reflection half as strong 20 ms later: exactly that sum, at the
+    input's power."""
+    echo = torch.zeros(321)
+    echo[0], echo[320] = 1.0, 0.5
+    expected = speech.clone()
+    expected[320:] += 0.5 * speech[:-320]
+    expected *= (power(speech) / power(expected)) ** 0.5
+    assert torch.allclose(reverberate(speech, echo), expected, atol=1e-5)
+
+
+def test_simulated_rooms_reverberate(speech, tmp_path):
+    """pyroomacoustics rooms: the manifest lists them, their responses decay about as asked,
+    and speech through them keeps its length and power but changes."""
+    manifest = write_rooms(tmp_path / "rirs", count=2, rt60=(0.4, 0.4), seed=1)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert [r["audio_filepath"] for r in rows] == ["rir_0000.wav", "rir_0001.wav"]
+    for row in rows:
+        rir = load_audio(tmp_path / "rirs" / row["audio_filepath"], 16000)
+        assert row["rt60_measured"] == pytest.approx(measured_rt60(rir.numpy(), 16000), abs=1e-3)
+        assert 0.3 < row["rt60_measured"] < 0.8
+        wet = reverberate(speech, rir)
+        assert wet.shape == speech.shape and power(wet) == pytest.approx(power(speech), rel=1e-4)
+        assert torch.corrcoef(torch.stack([wet, speech]))[0, 1] < 0.95
+
+
+@pytest.mark.parametrize("snr", [0.0, 12.0])
+def test_babble_is_mixed_at_the_requested_snr(speech, snr):
+    """Four real people (Speech Commands' clips), each at the same power, summed; then mixed
+    at the SNR asked."""
+    clips = [load_audio(sorted((COMMANDS / word).glob("*.wav"))[5], 16000)
+             for word in ("no", "up", "left", "go")]
+    crowd = babble(clips, len(speech))
+    assert crowd.shape == speech.shape
+    assert power(babble(clips[:1], len(speech))) == pytest.approx(1.0, rel=1e-5)
+    assert snr_db(speech, add_noise(speech, crowd, snr)) == pytest.approx(snr, abs=0.05)
+
+
+def test_mu_law_of_a_mu_law_recording_is_itself():
+    """G.711 mu-law is lossy once: a WUW call (recorded through it) comes back sample for
+    sample; A-law and GSM change it, by their quantisation."""
+    wave = torch.from_numpy(sf.read(SHARED / "wuw" / "calls" / "00000" / "WUWII00000_006.ulaw",
+                                    dtype="float32", **WUW_FORMAT)[0])
+    assert torch.equal(codec(wave, 8000, "ULAW"), wave)
+    assert 30 < snr_db(wave, codec(wave, 8000, "ALAW")) < 45
+    assert 5 < snr_db(wave, codec(wave, 8000, "GSM610")) < 25
+    assert len(codec(wave, 8000, "GSM610")) == len(wave)
+
+
+def test_telephone_keeps_the_telephone_band():
+    """White noise over the line: 500-3000 Hz passes, below 100 Hz and above 4 kHz do not."""
+    noise = torch.randn(4 * 16000, generator=torch.Generator().manual_seed(0)) * 0.1
+    line = telephone(noise, 16000, "ULAW")
+    assert line.shape == noise.shape
+    before, after = (torch.fft.rfft(x.double()).abs().square() for x in (noise, line))
+    hz = torch.fft.rfftfreq(len(noise), 1 / 16000)
+
+    def gain(low: float, high: float) -> float:
+        band = (hz >= low) & (hz < high)
+        return 10 * torch.log10(after[band].sum() / before[band].sum()).item()
+
+    assert gain(500, 3000) == pytest.approx(0.0, abs=0.5)
+    assert gain(0, 100) < -20 and gain(4000, 8000) < -25
+
+
 def test_augmenter_draws_each_enabled_part(speech, tmp_path):
     silence = sorted((COMMANDS / "_silence_").glob("*.wav"))[:3]
     manifest = write_manifest(tmp_path / "noise.jsonl", [(p, "") for p in silence])
@@ -94,9 +180,34 @@ def test_augmenter_draws_each_enabled_part(speech, tmp_path):
     assert not AugmentConfig.from_dict({"speed": {"factors": [0.9]}}).enabled
 
 
+def test_augmenter_with_room_babble_and_telephone(speech, tmp_path):
+    """Every part on at once: the speed sets the length, the rest keep it."""
+    rooms = write_rooms(tmp_path / "rirs", count=1, seed=2)
+    people = write_manifest(tmp_path / "people.jsonl",
+                            [(p, "") for p in sorted((COMMANDS / "off").glob("*.wav"))[:5]])
+    config = AugmentConfig.from_dict({
+        "speed": {"enabled": True, "factors": [0.9]},
+        "reverb": {"enabled": True, "manifest": str(rooms), "prob": 1.0},
+        "babble": {"enabled": True, "manifest": str(people), "prob": 1.0, "speakers": [2, 3],
+                   "pool": 4},
+        "narrowband": {"enabled": True, "prob": 1.0},
+        "telephone": {"enabled": True, "prob": 1.0, "codecs": ["GSM610"]},
+        "gain": {"enabled": True}})
+    augmenter = Augmenter(config, 16000)
+    out = augmenter(speech)
+    assert len(out) == len(speed_perturb(speech, 16000, 0.9)) and torch.isfinite(out).all()
+    assert len(augmenter.clips("babble")) == 4 and len(augmenter.clips("reverb")) == 1
+
+
 def test_augment_config_errors_are_one_line(tmp_path):
-    with pytest.raises(ValueError, match="unknown part.*reverb"):
-        AugmentConfig.from_dict({"reverb": {}})
+    with pytest.raises(ValueError, match="unknown part.*echo"):
+        AugmentConfig.from_dict({"echo": {}})
+    for part in ("reverb", "babble"):
+        with pytest.raises(ValueError, match=f"augment.{part}: enabled but no manifest"):
+            Augmenter(AugmentConfig.from_dict({part: {"enabled": True}}), 16000)
+    with pytest.raises(ValueError, match="codecs: unknown to libsndfile: OPUSX"):
+        Augmenter(AugmentConfig.from_dict({"telephone": {"enabled": True,
+                                                         "codecs": ["ULAW", "OPUSX"]}}), 16000)
     with pytest.raises(ValueError, match="no manifest"):
         Augmenter(AugmentConfig.from_dict({"noise": {"enabled": True}}), 16000)
     with pytest.raises(ValueError, match="missing.jsonl: noise manifest not found"):

@@ -88,15 +88,21 @@ def test_inference_split_and_scores(tmp_path, overfit_model):
                 for name in ("train", "dev", "test_digits", "test_words")}
     for test in ("test_digits", "test_words"):
         assert speakers[test] and not speakers[test] & (speakers["train"] | speakers["dev"])
+    # WUW's free sentences: the recipe's held-out speakers, scored without task-word rows
+    wuw_sentences = out / "wuw" / "test_sentences.jsonl"
+    assert len(wuw_sentences.read_text().splitlines()) == 155
     _, result = bench(tmp_path, "bench_inference", "run", "--model", f"tiny={model_dir}",
-                      "--task", f"words={out / 'test_words.jsonl'}", "--limit", "1")
-    systems = result["tasks"]["words"]["systems"]
-    expected = {"tiny greedy", "tiny beam 5", "tiny beam 5, task words"} | (
-        {"pocketsphinx (default LM)", "pocketsphinx (JSGF grammar)"} if HAVE["pocketsphinx"]
-        else set())
-    assert set(systems) == expected
-    assert all(s["utterances"] == 1 and s["wer"] >= 0 and s["rtf_total"] > 0
-               for s in systems.values())
+                      "--task", f"words={out / 'test_words.jsonl'}",
+                      "--task", f"wuw={wuw_sentences}", "--limit", "1")
+    pocketsphinx = {"pocketsphinx (default LM)"} if HAVE["pocketsphinx"] else set()
+    expected = {"words": {"tiny greedy", "tiny beam 5", "tiny beam 5, task words"} | pocketsphinx
+                | ({"pocketsphinx (JSGF grammar)"} if HAVE["pocketsphinx"] else set()),
+                "wuw": {"tiny greedy", "tiny beam 5"} | pocketsphinx}
+    for task, names in expected.items():
+        systems = result["tasks"][task]["systems"]
+        assert set(systems) == names
+        assert all(s["utterances"] == 1 and s["wer"] >= 0 and s["rtf_total"] > 0
+                   for s in systems.values())
 
 
 def test_missing_data_is_one_line(tmp_path):

@@ -12,6 +12,7 @@ import soundfile as sf
 from asr.grammar import Grammar
 from conftest import SHARED, require_shared
 from recipes.voice_commands import prepare, real
+from recipes.wuw import prepare as wuw_recipe
 
 GRAMMAR = Grammar.load(prepare.DEFAULT_GRAMMAR)
 POOLS = prepare.intent_pools(GRAMMAR, seed=0)
@@ -180,8 +181,9 @@ def test_real_recordings_split_by_speaker(tmp_path: Path) -> None:
     assert not speakers["train"] & speakers["test"]
     assert not speakers["dev"] & speakers["test"]
     assert {"jackson", "lucas"} <= speakers["train"] and "yweweler" in speakers["test"]
-    groups = {name: {real.wuw_group(e) for e in real.wuw_entries(SHARED / "wuw")
-                     if f"wuw:{e['sessionNumber']}" in speakers[name]} for name in speakers}
+    wuw_groups = wuw_recipe.speaker_groups(wuw_recipe.entries(SHARED / "wuw"))
+    groups = {name: {group for session, group in wuw_groups.items()
+                     if f"wuw:{session}" in speakers[name]} for name in speakers}
     assert not groups["train"] & groups["test"] and groups["test"]
     for records in splits.values():
         for record in records:

@@ -15,6 +15,15 @@ counterpart). Splits hold out speakers: FSDD's `yweweler` and every 7th Speech C
 are only ever tested on. Utterances are decoded one at a time by every contender (a streaming
 recogniser's case), alternating contenders utterance by utterance; RTF is CPU time of the
 decoding call over audio seconds, median over utterances, and the summed time over summed audio.
+
+WUW Corpus II's free sentences (people on telephone lines, 8 kHz mu-law) are a task of their
+own: `prepare` also runs the WUW recipe when `--data` holds `wuw/`, and its held-out speakers'
+sentences are OUT/wuw/test_sentences.jsonl, the test set of `recipes/wuw` (train a model with
+`bash recipes/wuw/run.sh`). A task whose references are sentences gets no grammar rows: a
+grammar or word list of the test transcripts' own words would tell the recognisers the answer.
+
+    python tools/bench_inference.py run --model wuw=exp/wuw/averaged \
+        --task wuw_sentences=data/bench/wuw/test_sentences.jsonl
 """
 
 import sys
@@ -86,6 +95,11 @@ def prepare(root: Path, out: Path) -> None:
     for name, items in manifests.items():
         write_manifest(out / f"{name}.jsonl", items)
         print(f"{out / name}.jsonl: {len(items)} utterances")
+    if (root / "wuw").is_dir():
+        from recipes.wuw import prepare as wuw
+
+        sentences = wuw.prepare(root / "wuw", out / "wuw")["test_sentences"]
+        print(f"{sentences}: {len(sentences.read_text().splitlines())} utterances")
 
 
 class Pocketsphinx:
@@ -124,16 +138,19 @@ class Ours:
         return self.transcriber.transcribe_waves([wave])[0]
 
 
-def contenders(models: list[tuple[str, Path]], words: list[str],
+def contenders(models: list[tuple[str, Path]], words: list[str] | None,
                with_pocketsphinx: bool) -> dict:
+    """Every system; `words` None (a sentence task): none limited to the task's words."""
     found = {}
     if with_pocketsphinx:
         found["pocketsphinx (default LM)"] = Pocketsphinx()
-        found["pocketsphinx (JSGF grammar)"] = Pocketsphinx(words)
+        if words is not None:
+            found["pocketsphinx (JSGF grammar)"] = Pocketsphinx(words)
     for name, directory in models:
         found[f"{name} greedy"] = Ours(directory, beam_size=1)
         found[f"{name} beam 5"] = Ours(directory, beam_size=5)
-        found[f"{name} beam 5, task words"] = Ours(directory, beam_size=5, words=words)
+        if words is not None:
+            found[f"{name} beam 5, task words"] = Ours(directory, beam_size=5, words=words)
     return found
 
 
@@ -172,9 +189,11 @@ def run(args) -> None:
     for task, manifest in (_named(t) for t in args.task):
         from asr.data import read_manifest
 
-        words = sorted({w for u in read_manifest(manifest) for w in normalize_text(u.text).split()})
-        scores = score_task(contenders(models, words, with_pocketsphinx), manifest, args.limit,
-                            args.seed)
+        texts = [normalize_text(u.text).split() for u in read_manifest(manifest)]
+        words = sorted({w for text in texts for w in text})
+        sentences = any(len(text) > 1 for text in texts)
+        scores = score_task(contenders(models, None if sentences else words, with_pocketsphinx),
+                            manifest, args.limit, args.seed)
         results[task] = {"manifest": str(manifest), "words": words, "systems": scores}
         for name, s in scores.items():
             rows.append([task, name, s["utterances"], f"{100 * s['wer']:.1f}%", s["rtf_median"],

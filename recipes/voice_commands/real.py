@@ -14,38 +14,33 @@ corpora of real recordings join the corpus (see its README):
 
 Everything is split by speaker, so dev and test hold people the model never heard: FSDD's four
 by name, Speech Commands' by a stable hash of the speaker id (noise clips by file name), WUW's
-by a hash of a speaker *group*. WUW numbers calls, not people, and one person may have called
-several times; calls of the same gender and dialect recorded on the same day form one group, a
-rule that may put two people in a group but never splits one person's calls across splits.
-Speech Commands and FSDD are referenced in place; WUW's headerless mu-law is converted to WAV
-under OUT/wavs/wuw, since the training loader reads only self-describing audio files.
+as its own recipe splits them (`recipes.wuw.prepare`: calls grouped into speakers), so a WUW
+test speaker is a test speaker for every model. Speech Commands and FSDD are referenced in
+place; WUW's headerless mu-law is converted to WAV under OUT/wavs/wuw, since the training loader
+reads only self-describing audio files.
 """
 
 import hashlib
-import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
 
-import soundfile as sf
-
 from asr.audio import audio_duration
-from asr.checkpoint import atomic_write
-from asr.text import normalize_text
+from asr.text import normalize_transcription
 from recipes.fsdd import prepare as fsdd_recipe
 from recipes.speech_commands import prepare as sc
+from recipes.wuw import prepare as wuw_recipe
 
 FSDD_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 # FSDD has four speakers: two train, one dev, one test.
 FSDD_SPLIT = {"jackson": "train", "lucas": "train", "nicolas": "dev", "yweweler": "test"}
-# Shares of Speech Commands speakers (and noise clips) and of WUW speaker groups held out.
+# Shares of Speech Commands speakers (and noise clips) held out.
 HELD_OUT_SHARE = {"dev": 0.1, "test": 0.2}
 # Dev is scored after every epoch: a sample of its real recordings is enough to pick the best.
 DEV_RECORDINGS = 200
 # Training hears WUW utterances up to this long (a free sentence can last 20 s and would cost
 # more training time than it teaches); dev and test keep them all.
 MAX_OTHER_SECONDS = 6.0
-WUW_FORMAT = {"format": "RAW", "subtype": "ULAW", "samplerate": 8000, "channels": 1}
 
 
 def speaker_split(speaker: str) -> str:
@@ -84,33 +79,17 @@ def fsdd(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
                                                "command")
 
 
-def wuw_entries(root: Path) -> list[dict]:
-    """data.json's utterances (upstream keeps them in one list under a single key)."""
-    data = json.loads((root / "data.json").read_text())
-    return [entry for entries in (data.values() if isinstance(data, dict) else [data])
-            for entry in entries]
-
-
-def wuw_group(entry: dict) -> str:
-    """The speaker group of a WUW call: gender, dialect and day of recording."""
-    return f"{entry['gender']}:{entry['dialect']}:{entry['dateRecorded'][:10]}"
-
-
 def wuw(root: Path, out: Path, grammar_sentences: set[str]) -> Iterator[tuple[str, dict]]:
     """(split, record) for WUW utterances, each as speech to refuse (converted to WAV)."""
-    for entry in wuw_entries(root):
-        if normalize_text(entry["transcription"]) in grammar_sentences:
+    entries = wuw_recipe.entries(root)
+    splits = wuw_recipe.session_splits(entries)
+    for entry in entries:
+        if normalize_transcription(entry["transcription"]) in grammar_sentences:
             continue  # never teach the model to ignore one of its own commands
-        wav = out / "wavs" / "wuw" / (Path(entry["filePath"]).stem + ".wav")
-        if not wav.is_file():
-            samples, rate = sf.read(root / entry["filePath"], dtype="int16", **WUW_FORMAT)
-            wav.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(wav, lambda f, s=samples, r=rate: sf.write(f, s, r, format="WAV",
-                                                                   subtype="PCM_16"))
-        duration = sf.info(str(wav)).duration
-        kind = "sentence" if entry["utteranceNumber"] >= "006" else "wake_word"
+        wav, duration = wuw_recipe.to_wav(root, entry, out / "wavs" / "wuw")
+        kind = "sentence" if wuw_recipe.is_sentence(entry) else "wake_word"
         record = _record(wav, "", f"wuw:{entry['sessionNumber']}", "wuw", kind, duration)
-        yield speaker_split(wuw_group(entry)), record
+        yield splits[entry["sessionNumber"]], record
 
 
 def real_records(root: Path, out: Path, grammar_sentences: set[str]) -> dict[str, list[dict]]:

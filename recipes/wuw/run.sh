@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Prepare WUW Corpus II, train, score both tasks on the held-out speakers (see README.md here).
+#   ROOT=../shared/data/wuw bash recipes/wuw/run.sh [hydra overrides for training]
+# Without ROOT the corpus is downloaded first; MODEL=exp/NAME trains and scores there instead
+# of exp/wuw. ROOMS=1 also simulates 200 rooms into data/rirs for `data.augment.reverb`
+# (pass data.augment.reverb.enabled=true to use them).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+py=${PYTHON:-.venv/bin/python}
+data=data/wuw
+model=${MODEL:-exp/wuw}
+
+$py -m recipes.wuw.prepare ${ROOT:+--root "$ROOT"} --out "$data"
+if [ "${ROOMS:-0}" = 1 ] && [ ! -f data/rirs/rirs.jsonl ]; then
+  $py -m asr.rooms --out data/rirs --count 200
+fi
+# The defaults are cathy's (a small corpus of sentences), not tuned here.
+$py -m asr.train data=wuw data.root="$data" trainer.out_dir="$model" model=small \
+  model.subsampling=conv2d model.dropout=0.1 model.ctc_weight=0.5 optim.lr=2e-3 \
+  tokenizer.vocab_size=128 features=fbank_specaugment scheduler=cosine scheduler.warmup_steps=300 \
+  scheduler.final=0.02 data.augment.speed.enabled=true trainer.max_epochs=60 \
+  trainer.keep_checkpoints=10 trainer.average_checkpoints=10 "$@"
+# (a) transcription of the free sentences; (b) the wake word in them, with its time
+$py -m asr.evaluate --model "$model/averaged" --manifest "$data/test_sentences.jsonl" \
+  --json "$model/test_results.json"
+$py -m recipes.wuw.spot --model "$model/averaged" --manifest "$data/test_sentences.jsonl" \
+  --json "$model/spot_results.json"
