@@ -13,6 +13,12 @@ directory's grammar.yaml, or `grammar=FILE`), and the assistant
 (asr/actions.py) carries it out. For each utterance the demo prints what it heard, the
 intent, the result and the latency from the end of speech to the result: the endpointer's
 wait for trailing silence plus recognition and action.
+
+The wait is what a user feels most, so the demo does not always sit out the endpointer's
+`vad.end_silence_ms`: after `early_ms` of silence it decodes the speech so far, and when that is
+a whole sentence of the grammar, understood, it acts at once and closes the utterance. Speech
+that resumes within `vad.end_silence_ms` continues that command ("show me my photos ... please"):
+when the two together still mean the same command, nothing more is done.
 """
 
 import argparse
@@ -59,6 +65,7 @@ class Turn:
     result: str
     latency: float  # seconds from the end of speech to the result
     wait: float  # of which: waiting for the trailing silence that ends the utterance
+    early: bool = False  # acted on after `early_ms` of silence, as a whole grammar sentence
 
 
 class Console:
@@ -84,40 +91,85 @@ class VoiceDemo:
     """Blocks of audio in, actions out; the same object serves the microphone and files."""
 
     def __init__(self, transcriber: Transcriber, parser: IntentParser, assistant: Assistant,
-                 vad: VADConfig, sample_rate: int, console: Console) -> None:
+                 vad: VADConfig, sample_rate: int, console: Console, early_ms: int = 0) -> None:
         self.transcriber, self.parser, self.assistant = transcriber, parser, assistant
         self.vad, self.sample_rate, self.console = vad, sample_rate, console
+        if not 0 <= early_ms <= vad.end_silence_ms:
+            raise ValueError(f"early_ms must be in [0, vad.end_silence_ms = {vad.end_silence_ms}],"
+                             f" got {early_ms}")
+        self.early_ms = early_ms
         Endpointer(sample_rate, vad)  # a bad VAD setting fails here, before any audio
 
     def run(self, blocks: Iterable[Block]) -> list[Turn]:
         """Listen until the blocks end; act on each utterance as soon as it is over."""
         endpointer = Endpointer(self.sample_rate, self.vad)
-        turns, heard, received = [], 0, time.monotonic()
+        turns: list[Turn] = []
+        heard, received, pause = 0, time.monotonic(), 0
         for samples, received in blocks:
             heard += len(samples)
             for utterance in endpointer.feed(samples):
-                turns.append(self.handle(utterance, heard, received))
+                turns.append(self.handle(utterance, heard, received, turns))
+            before, pause = pause, endpointer.pause_ms
+            if self.early_ms and before < self.early_ms <= pause:
+                turns += self._early(endpointer, heard, received)
         for utterance in endpointer.flush():
-            turns.append(self.handle(utterance, heard, received))
+            turns.append(self.handle(utterance, heard, received, turns))
         return turns
 
-    def handle(self, utterance: Utterance, heard: int, received: float) -> Turn:
-        """Transcribe, understand, act and report. `heard` samples had arrived by `received`."""
+    def _early(self, endpointer: Endpointer, heard: int, received: float) -> list[Turn]:
+        """Act on the speech so far if it is a whole grammar sentence, understood."""
+        utterance = endpointer.peek()
+        if utterance is None:
+            return []
+        decoded = self._recognize(utterance)
+        if not (decoded[1].understood and decoded[1].similarity == 1.0):
+            return []
+        speech_end = utterance.end - endpointer.pause_ms / 1000
+        endpointer.flush()
+        return [self._turn(utterance, decoded, heard, received, speech_end, early=True)]
+
+    def _recognize(self, utterance: Utterance) -> tuple[str, Intent]:
         wave = resample(torch.from_numpy(utterance.samples), self.sample_rate,
                         self.transcriber.sample_rate)
         text, sure = self.transcriber.transcribe_scored([wave])[0]
-        intent = self.parser.parse(text, sure)
-        if intent.understood:
+        return text, self.parser.parse(text, sure)
+
+    def handle(self, utterance: Utterance, heard: int, received: float,
+               earlier: list[Turn] | None = None) -> Turn:
+        """Transcribe, understand, act and report. `heard` samples had arrived by `received`;
+        `earlier` turns tell whether this utterance continues a command acted on early."""
+        decoded = self._recognize(utterance)
+        # Speech ended `pad_ms` before the utterance's end (the endpointer keeps that much
+        # trailing context); the samples after it were heard before `received`.
+        speech_end = max(utterance.start, utterance.end - self.vad.pad_ms / 1000)
+        return self._turn(utterance, decoded, heard, received, speech_end,
+                          self._continued(utterance, decoded[0], earlier or []))
+
+    def _continued(self, utterance: Utterance, text: str, earlier: list[Turn]) -> Turn | None:
+        """The early turn this utterance goes on from, when the two still mean its command."""
+        last = earlier[-1] if earlier else None
+        if last is None or not last.early or utterance.start - last.end > (
+                self.vad.end_silence_ms + self.vad.pad_ms) / 1000:
+            return None
+        whole = self.parser.parse(f"{last.text} {text}", last.intent.acoustic)
+        same = whole.understood and (whole.name, whole.slots) == (last.intent.name,
+                                                                  last.intent.slots)
+        return last if same else None
+
+    def _turn(self, utterance: Utterance, decoded: tuple[str, Intent], heard: int,
+              received: float, speech_end: float, continues: Turn | None = None,
+              early: bool = False) -> Turn:
+        text, intent = decoded
+        if continues is not None:
+            result = f"(the rest of \"{continues.text}\": already done)"
+        elif intent.understood:
             result = self.assistant.act(intent.name, intent.slots)
         else:
             self.assistant.not_understood()
             result = f"Sorry, I did not understand: {intent.text}"
-        # Speech ended `pad_ms` before the utterance's end (the endpointer keeps that much
-        # trailing context); the samples after it were heard before `received`.
-        speech_end = max(utterance.start, utterance.end - self.vad.pad_ms / 1000)
         wait = heard / self.sample_rate - speech_end
         latency = wait + time.monotonic() - received
-        turn = Turn(utterance.start, utterance.end, text, intent, result, latency, wait)
+        turn = Turn(utterance.start, utterance.end, text, intent, result, latency, wait, early)
         self.console(*report(turn, self.parser))
         return turn
 
@@ -218,7 +270,7 @@ def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     assistant = Assistant(actions, announce=lambda line: console(f"** {line}"))
     parser = IntentParser(load_grammar(cfg.model_dir, cfg.grammar), **cfg.intents)
     return VoiceDemo(transcriber, parser, assistant,
-                     VADConfig(**cfg.vad), cfg.sample_rate, console)
+                     VADConfig(**cfg.vad), cfg.sample_rate, console, cfg.early_ms)
 
 
 def blocks_for(source: str | None, cfg: DictConfig, stdin: BinaryIO) -> Iterator[Block]:

@@ -79,6 +79,18 @@ class Endpointer:
         """Whether an utterance has started and not yet ended."""
         return self._frames_in is not None
 
+    @property
+    def pause_ms(self) -> int:
+        """Silence since the last voiced frame of the utterance in progress (0 when none)."""
+        return self._silence * self.config.frame_ms if self._frames_in is not None else 0
+
+    def peek(self) -> Utterance | None:
+        """The utterance in progress as `flush` would close it now, without closing it."""
+        if self._frames_in is None:
+            return None
+        keep = len(self._frames_in) - self._silence + min(self._silence, self._pad)
+        return self._utterance(self._frames_in[:keep], self._start)
+
     def feed(self, samples: np.ndarray) -> list[Utterance]:
         """Classify the whole frames now available; return the utterances they complete."""
         block = np.asarray(samples, dtype=np.float32).reshape(-1)

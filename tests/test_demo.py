@@ -24,12 +24,12 @@ import torch
 from asr.actions import ActionsConfig, Assistant
 from asr.audio import load_audio
 from asr.checkpoint import save_model_dir
-from asr.demo import Console, build, file_blocks, load_config, main
+from asr.demo import Console, Turn, build, file_blocks, load_config, main
 from asr.grammar import Grammar
 from asr.intents import IntentParser
 from asr.train import Trainer
 from asr.transcriber import Transcriber
-from asr.vad import VADConfig, split_utterances
+from asr.vad import Utterance, VADConfig, split_utterances
 from conftest import train_config, write_manifest
 from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
@@ -77,7 +77,7 @@ def command_model(tmp_path_factory) -> dict:
     manifest = write_manifest(tmp / "train.jsonl", entries)
     dev = write_manifest(tmp / "dev.jsonl", entries[::12])
     model_dir = tmp / "model"
-    for steps in (300, 450, 600, 750, 900, 1050, 1200, 1350, 1500, 1650, 1800):  # runs differ a little run to run
+    for steps in range(300, 1801, 150):  # runs differ a little run to run
         trainer = Trainer(train_config(
             tmp, manifest, f"data.dev_manifest={dev}", f"trainer.max_steps={steps}",
             "trainer.max_epochs=1000", f"trainer.resume={str(steps > 300).lower()}",
@@ -134,14 +134,42 @@ def test_five_spoken_commands_give_five_intents_in_order(command_model, home, tm
     assert [t.text for t in turns] == list(SPOKEN)
     assert turns[0].result == f"1 photo in {home}: 1. Pictures/beach.jpg"
     assert turns[3].result == "Would open the browser: firefox (launching is off: actions.launch)."
-    # The endpointer waits end_silence_ms (400 ms) of silence, give or take one 30 ms frame.
-    assert all(0.36 <= t.wait <= 0.43 and t.latency > t.wait for t in turns)
+    # Each is a whole grammar sentence: acted on after early_ms (150 ms) of silence, give or
+    # take one 30 ms frame, not the endpointer's 400 ms.
+    assert all(t.early and 0.12 <= t.wait <= 0.19 and t.latency > t.wait for t in turns)
     starts = [t.start for t in turns]
     assert starts == sorted(starts) and all(b - a > 1.0 for a, b in zip(starts, starts[1:], strict=False))
     assert [line.split(" (")[0] for line in lines[1::4]] == [
         f"  intent: {t.intent.describe()}" for t in turns]
     assert all(re.fullmatch(r"  intent: .+ \(similarity 1\.00, acoustic confidence "
                             r"(0\.\d\d|1\.00)\)", line) for line in lines[1::4]), lines
+
+
+def test_without_early_endpointing_the_endpointer_waits_its_silence(command_model, home, tmp_path):
+    wav = five_commands(command_model, tmp_path / "five.wav")
+    cfg = load_config([*overrides(command_model, home), "early_ms=0"])
+    turns = build(cfg, Console(lambda line: None)).run(
+        file_blocks(wav, RATE, RATE * cfg.block_ms // 1000))
+    assert [(t.intent.name, t.intent.slots) for t in turns] == EXPECTED
+    # end_silence_ms (400 ms) of silence, give or take one 30 ms frame.
+    assert all(not t.early and 0.36 <= t.wait <= 0.43 for t in turns)
+
+
+def test_speech_resuming_after_an_early_command_continues_it(command_model, home):
+    """"show me my photos" acted on early, then "please" within the endpointer's silence: the
+    same command, not done twice; other speech, or speech after a longer pause, is its own."""
+    demo = build(load_config(overrides(command_model, home)), Console(lambda line: None))
+    intent = demo.parser.parse("show me my photos", 0.9)
+    early = Turn(1.0, 2.5, "show me my photos", intent, "done", 0.2, 0.15, early=True)
+    late = Turn(1.0, 2.5, "show me my photos", intent, "done", 0.5, 0.4, early=False)
+    soon, later = (Utterance(start, start + 0.5, np.zeros(8000, np.float32))
+                   for start in (2.7, 3.5))
+    assert demo._continued(soon, "please", [early]) is early
+    assert demo._continued(soon, "what time is it", [early]) is None
+    assert demo._continued(later, "please", [early]) is None
+    assert demo._continued(soon, "please", [late]) is None
+    with pytest.raises(ValueError, match="early_ms must be in"):
+        build(load_config([*overrides(command_model, home), "early_ms=500"]), Console())
 
 
 def test_acoustic_confidence_is_lower_for_audio_that_did_not_say_it(command_model):

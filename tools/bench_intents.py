@@ -104,13 +104,14 @@ def latency(recognizer: IntentRecognizer, commands: list[dict], count: int, seed
     wave = np.concatenate(parts)
     demo = VoiceDemo(recognizer.transcriber, recognizer.parser,
                      Assistant(ActionsConfig(home="/nonexistent-home", enabled=[])),
-                     VADConfig(**cfg.vad), RATE, Console(lambda line: None))
+                     VADConfig(**cfg.vad), RATE, Console(lambda line: None), cfg.early_ms)
     block = RATE * cfg.block_ms // 1000
     turns = demo.run((wave[i:i + block], time.monotonic()) for i in range(0, len(wave), block))
     return {"commands": len(picked), "utterances": len(turns),
             "median_latency_s": statistics.median(t.latency for t in turns),
             "median_wait_s": statistics.median(t.wait for t in turns),
             "median_recognition_s": statistics.median(t.latency - t.wait for t in turns),
+            "early": sum(t.early for t in turns), "early_ms": cfg.early_ms,
             "end_silence_ms": cfg.vad.end_silence_ms}
 
 
