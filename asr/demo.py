@@ -15,7 +15,6 @@ intent, the result and the latency from the end of speech to the result: the end
 wait for trailing silence plus recognition and action.
 """
 
-import argparse
 import sys
 import threading
 import time
@@ -35,11 +34,14 @@ from omegaconf.errors import OmegaConfBaseException
 from asr.actions import ActionsConfig, Assistant
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
+from asr.cli import ArgumentParser, one_line
 from asr.grammar import GrammarError
 from asr.intents import Intent, IntentParser, load_grammar
 from asr.transcriber import Transcriber
-from asr.vad import Endpointer, Utterance, VADConfig
+from asr.untrusted import from_section
+from asr.vad import VAD_RATES, Endpointer, Utterance, VADConfig
 
+PROG = "asr-demo"  # the name usage errors begin with
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 Block = tuple[np.ndarray, float]  # samples and the time.monotonic() at which they were heard
 
@@ -214,11 +216,31 @@ def load_config(overrides: list[str]) -> DictConfig:
 def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     """The demo's parts from its config; the model is loaded here (the slow part)."""
     transcriber = Transcriber.from_pretrained(cfg.model_dir, device=cfg.device)
-    actions = ActionsConfig(**OmegaConf.to_container(cfg.actions, resolve=True))
+    actions = from_section(ActionsConfig, _plain(cfg.actions), "actions")
     assistant = Assistant(actions, announce=lambda line: console(f"** {line}"))
-    parser = IntentParser(load_grammar(cfg.model_dir, cfg.grammar), **cfg.intents)
-    return VoiceDemo(transcriber, parser, assistant,
-                     VADConfig(**cfg.vad), cfg.sample_rate, console)
+    grammar = load_grammar(cfg.model_dir, cfg.grammar)
+    parser = from_section(IntentParser, {"grammar": grammar, **_plain(cfg.intents)}, "intents")
+    vad = from_section(VADConfig, _plain(cfg.vad), "vad")
+    return VoiceDemo(transcriber, parser, assistant, vad, cfg.sample_rate, console)
+
+
+def _plain(node: object) -> object:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """The demo's own settings (its parts check theirs as they are built)."""
+    for key in ("model_dir", "device"):
+        if not isinstance(cfg[key], str):
+            raise DemoError(f"{key} must be a string, got {cfg[key]!r}")
+    if not isinstance(cfg.grammar, str | None):
+        raise DemoError(f"grammar must be a file name or null, got {cfg.grammar!r}")
+    if cfg.sample_rate not in VAD_RATES or isinstance(cfg.sample_rate, bool):
+        raise DemoError(f"sample_rate must be one of {VAD_RATES} (the VAD's), got "
+                        f"{cfg.sample_rate!r}")
+    if isinstance(cfg.block_ms, bool) or not isinstance(cfg.block_ms, int) \
+            or not 10 <= cfg.block_ms <= 1000:
+        raise DemoError(f"block_ms must be a whole number in [10, 1000], got {cfg.block_ms!r}")
 
 
 def blocks_for(source: str | None, cfg: DictConfig, stdin: BinaryIO) -> Iterator[Block]:
@@ -232,7 +254,7 @@ def blocks_for(source: str | None, cfg: DictConfig, stdin: BinaryIO) -> Iterator
 
 def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
          console: Console | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--input", metavar="FILE", help="a WAV/FLAC file, or - for raw 16-bit "
                         "mono PCM on stdin at sample_rate; without it, the microphone")
     parser.add_argument("--realtime", action="store_true",
@@ -242,6 +264,7 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
     console = console or Console()
     try:
         cfg = load_config(args.overrides + (["realtime=true"] if args.realtime else []))
+        check_settings(cfg)
         blocks = blocks_for(args.input, cfg, stdin or sys.stdin.buffer)  # no audio: fail fast
         demo = build(cfg, console)
         home = demo.assistant.home
@@ -251,7 +274,7 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
         turns = demo.run(blocks)
     except (DemoError, AudioError, ModelDirError, GrammarError, HydraException,
             OmegaConfBaseException, ValueError) as err:
-        console.error(f"error: {err}".splitlines()[0])
+        console.error(f"error: {one_line(str(err))}")
         return 1
     except KeyboardInterrupt:
         console("stopped")
