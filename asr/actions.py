@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from asr.untrusted import check_fields, check_ranges
+
 # File kinds of the grammar -> what counts as one. "files" is every file; "directories" are
 # folders; "downloads" are the files of the downloads folder.
 KIND_EXTENSIONS = {
@@ -62,6 +64,7 @@ class ActionsConfig:
     downloads: str = "Downloads"  # the downloads folder, relative to home
     enabled: list[str] = field(default_factory=lambda: sorted(ACTIONS))
     page_size: int = 5  # files shown at a time (scroll for more)
+    max_scanned: int = 20000  # a listing looks at no more entries than this (a huge home)
     launch: bool = False  # really start programs on "open the ..." (after a spoken yes)
     apps: dict[str, list[str]] = field(default_factory=dict)  # app -> argv, never a shell
     program: str = "firefox"  # the process "check whether the program ran" looks for
@@ -70,6 +73,11 @@ class ActionsConfig:
     low_battery: int = 10  # percent at or below which the battery "ran down"
     volume_step: int = 10
     confirm_seconds: float = 8.0  # a yes/no question expires this long after it is asked
+
+    def __post_init__(self) -> None:
+        check_fields(self, "actions")
+        check_ranges(self, "actions", page_size=(1, 1000), max_scanned=(1, 10_000_000),
+                     low_battery=(0, 100), volume_step=(0, 100), confirm_seconds=(0, 3600))
 
 
 def inside_home(home: Path, relative: str | Path) -> Path:
@@ -81,18 +89,23 @@ def inside_home(home: Path, relative: str | Path) -> Path:
     return path
 
 
-def list_files(home: Path, kind: str, folder: str | Path = ".",
-               since: float | None = None, until: float | None = None) -> list[Path]:
-    """Files (or folders) of a kind under `home / folder`, newest first, as paths inside home.
+def list_files(home: Path, kind: str, folder: str | Path = ".", since: float | None = None,
+               until: float | None = None, limit: int | None = None) -> tuple[list[Path], bool]:
+    """Files (or folders) of a kind under `home / folder`, newest first, as paths inside home,
+    and whether every entry was looked at: the walk stops after `limit` entries, so that a
+    folder of millions of files answers at once (with what it found so far).
 
     Hidden entries are skipped; symbolic links are neither followed nor listed, so a link
     inside home cannot expose what lies outside it. `since`/`until` bound the modification time.
     """
     root = inside_home(home, folder)
     if not root.is_dir():
-        return []
-    found = []
+        return [], True
+    found, seen = [], 0
     for top, dirs, files in os.walk(root, followlinks=False):
+        seen += len(dirs) + len(files)
+        if limit is not None and seen > limit:
+            break
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not Path(top, d).is_symlink())
         names = dirs if kind == "directories" else files
         for name in names:
@@ -107,7 +120,8 @@ def list_files(home: Path, kind: str, folder: str | Path = ".",
                 continue
             if (since is None or mtime >= since) and (until is None or mtime < until):
                 found.append((mtime, path))
-    return [path for _, path in sorted(found, key=lambda pair: (-pair[0], pair[1]))]
+    complete = limit is None or seen <= limit
+    return [path for _, path in sorted(found, key=lambda pair: (-pair[0], pair[1]))], complete
 
 
 def time_window(when: str | None, now: dt.datetime) -> tuple[float | None, float | None]:
@@ -230,12 +244,13 @@ class Assistant:
         folder = self.config.downloads if kind == "downloads" else "."
         since, until = time_window(when, dt.datetime.now())
         try:
-            items = list_files(self.home, "files" if kind == "downloads" else kind, folder,
-                               since, until)
+            items, complete = list_files(self.home, "files" if kind == "downloads" else kind,
+                                         folder, since, until, self.config.max_scanned)
         except SandboxError as err:
             return str(err)
         where = inside_home(self.home, folder)
-        title = f"{_count(len(items), kind)}{' ' + when if when else ''} in {where}"
+        among = "" if complete else f" among the first {self.config.max_scanned} entries"
+        title = f"{_count(len(items), kind)}{' ' + when if when else ''} in {where}{among}"
         self.screens.append((title, items, 0))
         return self._page()
 

@@ -22,6 +22,7 @@ import torchaudio.functional as AF
 
 MIN_RATE, MAX_RATE = 4000, 384000  # below 4 kHz there is no speech band left to hear
 MAX_SECONDS = 300.0  # one input; longer recordings are cut into utterances first (asr.vad)
+MAX_CHANNELS = 64  # in-memory arrays: the shorter axis of a 2-D array, if no longer than this
 MAX_RESAMPLE_PHASES = 4_000_000  # reduced rate product: size of torchaudio's sinc kernel
 _BLOCK_SAMPLES = 1 << 20  # samples (frames x channels) decoded at a time
 
@@ -139,7 +140,7 @@ def _check_rate(name: str | Path, rate: int) -> None:
                                f"{MIN_RATE}-{MAX_RATE} Hz")
 
 
-def _too_long(path: Path, seconds: float, max_seconds: float) -> AudioError:
+def _too_long(path: str | Path, seconds: float, max_seconds: float) -> AudioError:
     return AudioError(path, f"too long: {seconds:.1f} s, over the {max_seconds:g} s limit for "
                             "one input (cut it into utterances first, e.g. with asr.vad)")
 
@@ -157,6 +158,10 @@ def _check_conversion(name: str | Path, rate: int, new_rate: int) -> None:
     torchaudio builds (rate/g) x (new_rate/g) filter phases (g = their gcd): a few hundred
     for the usual rates, but 16000 x 16001 (a gigabyte) for a rate like 16001 Hz.
     """
+    if isinstance(new_rate, bool) or not isinstance(new_rate, numbers.Integral) \
+            or not MIN_RATE <= new_rate <= MAX_RATE:
+        raise ValueError(f"the sample rate to convert to must be a whole number of Hz in "
+                         f"{MIN_RATE}-{MAX_RATE}, got {new_rate!r}")
     g = math.gcd(rate, new_rate)
     if (rate // g) * (new_rate // g) > MAX_RESAMPLE_PHASES:
         raise AudioError(name, f"sample rate {rate} Hz cannot be converted to {new_rate} Hz "
@@ -172,20 +177,55 @@ def load_audio(path: str | Path, sample_rate: int,
 
 
 def prepare_array(samples: np.ndarray | torch.Tensor, rate: int, sample_rate: int,
-                  name: str = "<array>") -> torch.Tensor:
-    """Check and convert in-memory samples (1-D, or frames x channels) like a loaded file."""
-    array = torch.as_tensor(samples, dtype=torch.float32)
+                  name: str = "<array>", max_seconds: float | None = MAX_SECONDS) -> torch.Tensor:
+    """Check and convert in-memory samples like a loaded file, to mono float32 at `sample_rate`.
+
+    1-D, or 2-D in either layout: frames x channels (soundfile, scipy) or channels x frames
+    (torchaudio), the channels being the shorter axis of at most MAX_CHANNELS. Integer PCM
+    (uint8, int8, int16, int32: scipy's WAV reader) is scaled to [-1, 1) as soundfile does.
+    """
+    array = _float_samples(samples, name)
     if array.ndim == 2:
-        array = array.mean(dim=1)
+        array = _mix_down(array, name)
     if array.ndim != 1 or array.numel() == 0:
         raise AudioError(name, f"expected a non-empty 1-D or 2-D array, got shape {tuple(array.shape)}")
     if not torch.isfinite(array).all():
         raise AudioError(name, "contains NaN or infinite samples")
-    if not isinstance(rate, numbers.Integral):
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Integral):
         raise AudioError(name, f"sample rate must be a whole number of Hz, got {rate!r}")
     _check_rate(name, rate)
+    if max_seconds is not None and len(array) > max_seconds * rate:
+        raise _too_long(name, len(array) / rate, max_seconds)
     _check_conversion(name, rate, sample_rate)
     return resample(array, rate, sample_rate)
+
+
+def _float_samples(samples: object, name: str) -> torch.Tensor:
+    try:
+        array = torch.as_tensor(samples)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise AudioError(name, f"not an array of samples ({_first_line(err)})") from None
+    if array.is_floating_point():
+        return array.float()
+    scale = {torch.uint8: 128.0, torch.int8: 128.0, torch.int16: 32768.0,
+             torch.int32: 2147483648.0}.get(array.dtype)
+    if scale is None:
+        raise AudioError(name, f"samples must be floats in [-1, 1] or 8/16/32-bit integer PCM, "
+                               f"got {array.dtype}")
+    offset = 128.0 if array.dtype == torch.uint8 else 0.0
+    return (array.double() - offset).div(scale).float()
+
+
+def _mix_down(array: torch.Tensor, name: str) -> torch.Tensor:
+    """(frames, channels) or (channels, frames) -> mono: the shorter axis is the channels."""
+    rows, columns = array.shape
+    if rows == 1 or columns == 1:
+        return array.reshape(-1)
+    if min(rows, columns) > MAX_CHANNELS or rows == columns:
+        raise AudioError(name, f"cannot tell the channels from the samples of a {rows} x "
+                               f"{columns} array; pass (samples, channels) or (channels, "
+                               f"samples) with at most {MAX_CHANNELS} channels")
+    return array.mean(dim=0 if rows < columns else 1)
 
 
 def audio_duration(path: str | Path) -> float:

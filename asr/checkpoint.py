@@ -6,11 +6,17 @@
     metrics.json     per-epoch losses and dev WER
     checkpoint.pt    last training state, for `trainer.resume=true`
 
-Loading uses `torch.load(weights_only=True)`, which refuses pickled code, and builds the model
-from the config's plain fields: nothing in a model directory is ever executed. The config is
-YAML data (OmegaConf's safe loader: no Python tags), and the only `_target_`s it may name are
+A model directory may come from a stranger, so loading treats every file as untrusted:
+nothing in it is ever executed, and nothing in it can make loading hang or run out of memory.
+Each file has a size limit. The config is YAML data read without aliases (`asr.untrusted`)
+and without interpolations (it is saved resolved), and the only `_target_`s it may name are
 torch optimisers and schedulers and this package's schedules (`check_targets`), so a future
-caller that instantiates from a downloaded config cannot be led to call anything else.
+caller that instantiates from a downloaded config cannot be led to call anything else. Its
+`model` and `features` sections must be exactly the fields of their dataclasses, within
+range. Weights are loaded with `torch.load(weights_only=True)`, which refuses pickled code;
+they must be a state dict of finite tensors whose names and shapes are those of the network
+the config describes (checked on the meta device, before the network is allocated), and the
+tokenizer must have the model's vocabulary and special ids.
 """
 
 import dataclasses
@@ -19,21 +25,25 @@ import json
 import os
 import pickle
 import re
+import stat
 import tempfile
 import warnings
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 from torch.optim.lr_scheduler import LRScheduler
 
-from asr.features import FeatureConfig
+from asr.features import FeatureConfig, FrontEnd
 from asr.model import ModelDimensions, SpeechTransformer
-from asr.tokenizer import Tokenizer
+from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from asr.untrusted import UntrustedInputError, from_section, read_file, read_yaml
 
 CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT = (
     "config.yaml", "model.pt", "tokenizer.model", "metrics.json", "checkpoint.pt")
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB
+MAX_TOKENIZER_BYTES = 64 << 20  # sentencepiece: about 1 MB for 32k pieces
+MAX_TORCH_BYTES = 8 << 30  # weights (and a training checkpoint: weights and optimiser state)
 
 
 class ModelDirError(ValueError):
@@ -73,12 +83,16 @@ def atomic_write(path: Path, write) -> None:
         os.close(folder)
 
 
-def remove_partial_files(directory: Path) -> list[Path]:
-    """Delete the temp files of writes that a kill cut short (atomic_write cleans up otherwise).
+def remove_partial_files(directory: Path, names: str) -> list[Path]:
+    """Delete the temp files that atomic_write leaves when a kill cuts a write short, for the
+    files whose names match the regular expression `names` (those the caller writes): a
+    hidden file of anyone else's, even one ending in .tmp, is left alone.
 
-    Only the one process that writes a directory (training) may call this.
+    Only the one process that writes a directory (training, holding its lock) may call this.
     """
-    partial = sorted(directory.glob(f".*{_PARTIAL}")) if directory.is_dir() else []
+    own = re.compile(rf"\.(?:{names})\.[a-z0-9_]{{8}}{re.escape(_PARTIAL)}")
+    partial = sorted(p for p in directory.iterdir() if own.fullmatch(p.name)) \
+        if directory.is_dir() else []
     for path in partial:
         path.unlink(missing_ok=True)
     return partial
@@ -92,15 +106,23 @@ def save_text(text: str, path: Path) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
-def load_torch(path: Path, device: str | torch.device = "cpu"):
+def load_torch(path: Path, device: str | torch.device = "cpu", max_bytes: int = MAX_TORCH_BYTES):
     """Load tensors and plain containers only: a pickle that names any other Python object
     (which is how a pickle runs code) is refused before that object is ever looked up."""
+    try:
+        info = Path(path).stat()
+    except FileNotFoundError:
+        raise ModelDirError(f"{path}: not found") from None
+    except (OSError, ValueError) as err:
+        raise ModelDirError(f"{path}: cannot load ({_first_line(err)})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelDirError(f"{path}: not a regular file; refused")
+    if info.st_size > max_bytes:
+        raise ModelDirError(f"{path}: larger than {max_bytes} bytes; refused")
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols on the way
             warnings.simplefilter("ignore")
             return torch.load(path, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise ModelDirError(f"{path}: not found") from None
     except pickle.UnpicklingError as err:
         found = re.search(r"GLOBAL (\S+)", str(err))
         if found:
@@ -112,14 +134,61 @@ def load_torch(path: Path, device: str | torch.device = "cpu"):
         raise ModelDirError(f"{path}: cannot load ({_first_line(err)})") from None
 
 
+def load_state_dict(path: Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """`load_torch` of a file that must hold a state dict of finite tensors."""
+    return check_state_dict(load_torch(path, device), path)
+
+
+def check_state_dict(state: object, source: str | Path) -> dict[str, torch.Tensor]:
+    """`state` itself, once it is a mapping of names to ordinary (dense) tensors, every
+    floating-point one finite: NaN weights would decode every input to nothing, silently."""
+    if not (isinstance(state, dict) and all(isinstance(key, str) and isinstance(value, torch.Tensor)
+                                            and value.layout == torch.strided
+                                            for key, value in state.items())):
+        raise ModelDirError(f"{source}: not a state dict (a mapping of names to tensors)")
+    for key, value in state.items():
+        if (value.is_floating_point() or value.is_complex()) and not torch.isfinite(value).all():
+            raise ModelDirError(f"{source}: {key} holds NaN or infinite values; refused")
+    return state
+
+
+def check_shapes(state: dict[str, torch.Tensor], network: torch.nn.Module,
+                 source: str | Path) -> None:
+    """The names, shapes and kinds (floating point or not) of `state` must be those of
+    `network`'s state dict (build it on the meta device: nothing is allocated)."""
+    expected = network.state_dict()
+    problem = None
+    if missing := sorted(expected.keys() - state.keys()):
+        problem = f"{len(missing)} tensor(s) missing, e.g. {missing[0]}"
+    elif unexpected := sorted(state.keys() - expected.keys()):
+        problem = f"{len(unexpected)} unexpected tensor(s), e.g. {unexpected[0]}"
+    for key, want in expected.items():
+        if problem is None and state[key].shape != want.shape:
+            problem = f"{key} is {tuple(state[key].shape)}, the config makes {tuple(want.shape)}"
+        elif problem is None and state[key].is_floating_point() != want.is_floating_point():
+            problem = f"{key} holds {state[key].dtype}, the config makes {want.dtype}"
+    if problem:
+        raise ModelDirError(f"{source}: weights do not fit the config ({problem})")
+
+
 def build_model(config: DictConfig) -> SpeechTransformer:
     """Construct the network from the `model` and `features` sections of a config."""
+    return SpeechTransformer(*model_settings(config, "bad model/features config"))
+
+
+def model_settings(config: DictConfig, source: str | Path) -> tuple[ModelDimensions, FeatureConfig]:
+    """The `model` and `features` sections: exactly their dataclasses' fields, in range."""
     try:
-        dims = ModelDimensions(**OmegaConf.to_container(config.model, resolve=True))
-        features = FeatureConfig(**OmegaConf.to_container(config.features, resolve=True))
-        return SpeechTransformer(dims, features)
-    except (TypeError, ValueError, RuntimeError, OmegaConfBaseException) as err:
-        raise ModelDirError(f"bad model/features config: {_first_line(err)}") from None
+        return (from_section(ModelDimensions, section(config, "model"), "model"),
+                from_section(FeatureConfig, section(config, "features"), "features"))
+    except (TypeError, ValueError) as err:
+        raise ModelDirError(f"{source}: {_first_line(err)}") from None
+
+
+def section(config: DictConfig, name: str) -> object:
+    """A top-level section of a config as plain data (None when absent)."""
+    value = config.get(name)
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def check_targets(config: DictConfig, source: str | Path) -> None:
@@ -134,6 +203,12 @@ def check_targets(config: DictConfig, source: str | Path) -> None:
 
 def _targets(node, path: str):
     """(dotted key, value) of every `_target_` in a plain container tree."""
+    return ((key, value) for key, value in _nodes(node, path)
+            if key.rpartition(".")[2] == "_target_")
+
+
+def _nodes(node, path: str):
+    """(dotted key, value) of every entry of a plain container tree, at any depth."""
     if isinstance(node, dict):
         items = node.items()
     elif isinstance(node, list):
@@ -142,10 +217,8 @@ def _targets(node, path: str):
         return
     for key, value in items:
         where = f"{path}.{key}" if path else str(key)
-        if key == "_target_":
-            yield where, value
-        else:
-            yield from _targets(value, where)
+        yield where, value
+        yield from _nodes(value, where)
 
 
 def _allowed_target(target: str) -> bool:
@@ -167,36 +240,70 @@ def save_model_dir(directory: Path, model: SpeechTransformer, tokenizer: Tokeniz
 def load_model_dir(directory: str | Path, device: str | torch.device = "cpu",
                    ) -> tuple[SpeechTransformer, Tokenizer, DictConfig]:
     """Rebuild a trained model, ready for inference (eval mode, on `device`)."""
+    if not isinstance(directory, str | os.PathLike):
+        raise ModelDirError(f"a model directory must be a path, got {directory!r}")
     directory = Path(directory)
     if not directory.is_dir():
         raise ModelDirError(f"{directory}: not a model directory")
-    for name in (CONFIG, WEIGHTS, TOKENIZER):
-        if not (directory / name).is_file():
-            raise ModelDirError(f"{directory}: missing {name}")
+    for path in (directory / name for name in (CONFIG, WEIGHTS, TOKENIZER)):
+        if path.exists() and not path.is_file():
+            raise ModelDirError(f"{path}: not a regular file")
+        if not path.is_file():
+            raise ModelDirError(f"{directory}: missing {path.name}")
     config = load_config(directory / CONFIG)
+    dims, features = model_settings(config, directory / CONFIG)
+    tokenizer = load_tokenizer(directory / TOKENIZER, dims.n_vocab)
+    state = load_state_dict(directory / WEIGHTS)
     try:
-        tokenizer = Tokenizer.load(directory / TOKENIZER)
-    except (RuntimeError, OSError) as err:
-        raise ModelDirError(f"{directory / TOKENIZER}: not a sentencepiece model "
-                            f"({_first_line(err)})") from None
-    model = build_model(config)
-    try:
-        model.load_state_dict(load_torch(directory / WEIGHTS))
-    except RuntimeError as err:
-        raise ModelDirError(f"{directory / WEIGHTS}: weights do not fit the config "
-                            f"({str(err).splitlines()[0]})") from None
+        frontend = FrontEnd(features)  # small (its settings are bounded), and needed for real
+        with torch.device("meta"):  # the network's shapes, without allocating it
+            network = SpeechTransformer(dims, features, frontend)
+    except (RuntimeError, ValueError) as err:
+        raise ModelDirError(f"{directory / CONFIG}: {_first_line(err)}") from None
+    check_shapes(state, network, directory / WEIGHTS)
+    model = SpeechTransformer(dims, features, frontend)
+    model.load_state_dict(state)
     return model.to(device).eval(), tokenizer, config
+
+
+def load_tokenizer(path: Path, n_vocab: int | None = None) -> Tokenizer:
+    """A sentencepiece model with this package's special ids (and `n_vocab` pieces)."""
+    try:
+        tokenizer = Tokenizer(read_file(path, MAX_TOKENIZER_BYTES, "the tokenizer"))
+    except UntrustedInputError as err:
+        raise ModelDirError(str(err)) from None
+    except (RuntimeError, OSError, TypeError) as err:
+        raise ModelDirError(f"{path}: not a sentencepiece model ({_first_line(err)})") from None
+    if tokenizer.vocab_size == 0:  # what sentencepiece makes of empty (or no protobuf) bytes
+        raise ModelDirError(f"{path}: not a sentencepiece model (no pieces)")
+    sp = tokenizer.sp
+    specials = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
+    if specials != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        raise ModelDirError(f"{path}: special ids (pad, unk, bos, eos) are {specials}, not "
+                            f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}: not a tokenizer of this toolkit")
+    if n_vocab is not None and tokenizer.vocab_size != n_vocab:
+        raise ModelDirError(f"{path}: {tokenizer.vocab_size} pieces, the model's config says "
+                            f"model.n_vocab={n_vocab}")
+    return tokenizer
 
 
 def load_config(path: Path) -> DictConfig:
     """A model directory's config: a YAML mapping of plain data with allowed targets only."""
     try:
-        config = OmegaConf.load(path)
-    except Exception as err:  # yaml's errors (e.g. a !!python tag), OSError, OmegaConf's own
+        text = read_yaml(path, MAX_CONFIG_BYTES, "the config")
+    except UntrustedInputError as err:
+        raise ModelDirError(str(err)) from None
+    try:
+        config = OmegaConf.create(text)
+    except Exception as err:  # yaml's errors (e.g. a !!python tag), OmegaConf's own
         raise ModelDirError(f"{path}: not a plain YAML config ({_first_line(err)})") from None
     if not isinstance(config, DictConfig):
         raise ModelDirError(f"{path}: not a plain YAML config (expected a mapping)")
     check_targets(config, path)
+    for key, value in _nodes(OmegaConf.to_container(config, resolve=False), ""):
+        if isinstance(value, str) and "${" in value:
+            raise ModelDirError(f"{path}: {key}: interpolations are not allowed (a model "
+                                "directory's config is saved resolved)")
     return config
 
 

@@ -34,6 +34,7 @@ from asr.lm import TokenLM
 from asr.model import DecoderCache, SpeechTransformer
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from asr.untrusted import check_fields, check_ranges
 
 MODES = ("attention", "ctc_greedy")
 WORD_START = "\u2581"  # sentencepiece's mark on the first piece of a word
@@ -59,12 +60,16 @@ class DecodingOptions:
     lm_weight: float = 1.0  # log P_att + lm_weight * log P_lm, when `lm` is given (cathy dev pick)
 
     def __post_init__(self) -> None:
+        if isinstance(self.words, list | tuple):  # YAML reads `yes`, `on` and numbers as such
+            self.words = [w if isinstance(w, str) else str(w) for w in self.words]
+        check_fields(self, "decode")
         if self.mode not in MODES:
             raise ValueError(f"decode.mode must be one of {MODES}, got {self.mode!r}")
-        if self.beam_size < 1:
-            raise ValueError(f"decode.beam_size must be >= 1, got {self.beam_size}")
+        # Bounded so that no setting can make a search run for minutes or exhaust memory.
+        check_ranges(self, "decode", beam_size=(1, 64), length_penalty=(0, 10),
+                     max_len_ratio=(0.01, 2), pre_beam_ratio=(1, 10), max_repeats=(0, 100),
+                     encoder_batch=(1, 1024), lead_in_ms=(0, 5000), lm_weight=(0, 100))
         if self.words is not None:
-            self.words = [str(w) for w in self.words]
             if not any(normalize_text(w) for w in self.words):
                 raise ValueError("decode.words must name at least one word")
             if self.mode == "ctc_greedy":
@@ -72,10 +77,6 @@ class DecodingOptions:
                                  "decode.mode=ctc_greedy")
         if self.lm is not None and self.mode == "ctc_greedy":
             raise ValueError("decode.lm fuses with the attention search, not decode.mode=ctc_greedy")
-        if self.lead_in_ms < 0:
-            raise ValueError(f"decode.lead_in_ms must be >= 0, got {self.lead_in_ms}")
-        if self.lm_weight < 0:
-            raise ValueError(f"decode.lm_weight must be >= 0, got {self.lm_weight}")
         if not 0.0 <= self.ctc_weight < 1.0:
             raise ValueError(f"decode.ctc_weight must be in [0, 1), got {self.ctc_weight} "
                              f"(decode.mode=ctc_greedy decodes with CTC alone)")
@@ -454,7 +455,7 @@ class Scorer:
         self.ctc_weight = options.ctc_weight if use_ctc else 0.0
         self.ctc = CTCPrefixScorer(model.ctc(memory), memory_lengths, group) if use_ctc else None
         self.pre_beam = math.ceil(options.pre_beam_ratio * group) if use_ctc else 2 * group
-        self.pre_beam = max(self.pre_beam, 2)
+        self.pre_beam = min(max(self.pre_beam, 2), model.dims.n_vocab)
 
     def candidates(self, tokens: Tensor, at_limit: Tensor,
                    att_scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:

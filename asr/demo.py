@@ -21,7 +21,6 @@ that resumes within `vad.end_silence_ms` continues that command ("show me my pho
 when the two together still mean the same command, nothing more is done.
 """
 
-import argparse
 import sys
 import threading
 import time
@@ -41,11 +40,14 @@ from omegaconf.errors import OmegaConfBaseException
 from asr.actions import ActionsConfig, Assistant
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
+from asr.cli import ArgumentParser, one_line
 from asr.grammar import GrammarError
 from asr.intents import Intent, IntentParser, load_grammar
 from asr.transcriber import Transcriber
-from asr.vad import Endpointer, Utterance, VADConfig
+from asr.untrusted import from_section
+from asr.vad import VAD_RATES, Endpointer, Utterance, VADConfig
 
+PROG = "asr-demo"  # the name usage errors begin with
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 Block = tuple[np.ndarray, float]  # samples and the time.monotonic() at which they were heard
 
@@ -266,11 +268,33 @@ def load_config(overrides: list[str]) -> DictConfig:
 def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     """The demo's parts from its config; the model is loaded here (the slow part)."""
     transcriber = Transcriber.from_pretrained(cfg.model_dir, device=cfg.device)
-    actions = ActionsConfig(**OmegaConf.to_container(cfg.actions, resolve=True))
+    actions = from_section(ActionsConfig, _plain(cfg.actions), "actions")
     assistant = Assistant(actions, announce=lambda line: console(f"** {line}"))
-    parser = IntentParser(load_grammar(cfg.model_dir, cfg.grammar), **cfg.intents)
-    return VoiceDemo(transcriber, parser, assistant,
-                     VADConfig(**cfg.vad), cfg.sample_rate, console, cfg.early_ms)
+    grammar = load_grammar(cfg.model_dir, cfg.grammar)
+    parser = from_section(IntentParser, {"grammar": grammar, **_plain(cfg.intents)}, "intents")
+    vad = from_section(VADConfig, _plain(cfg.vad), "vad")
+    return VoiceDemo(transcriber, parser, assistant, vad, cfg.sample_rate, console, cfg.early_ms)
+
+
+def _plain(node: object) -> object:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """The demo's own settings (its parts check theirs as they are built)."""
+    for key in ("model_dir", "device"):
+        if not isinstance(cfg[key], str):
+            raise DemoError(f"{key} must be a string, got {cfg[key]!r}")
+    if not isinstance(cfg.grammar, str | None):
+        raise DemoError(f"grammar must be a file name or null, got {cfg.grammar!r}")
+    if cfg.sample_rate not in VAD_RATES or isinstance(cfg.sample_rate, bool):
+        raise DemoError(f"sample_rate must be one of {VAD_RATES} (the VAD's), got "
+                        f"{cfg.sample_rate!r}")
+    if isinstance(cfg.block_ms, bool) or not isinstance(cfg.block_ms, int) \
+            or not 10 <= cfg.block_ms <= 1000:
+        raise DemoError(f"block_ms must be a whole number in [10, 1000], got {cfg.block_ms!r}")
+    if isinstance(cfg.early_ms, bool) or not isinstance(cfg.early_ms, int):
+        raise DemoError(f"early_ms must be a whole number of milliseconds, got {cfg.early_ms!r}")
 
 
 def blocks_for(source: str | None, cfg: DictConfig, stdin: BinaryIO) -> Iterator[Block]:
@@ -284,7 +308,7 @@ def blocks_for(source: str | None, cfg: DictConfig, stdin: BinaryIO) -> Iterator
 
 def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
          console: Console | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--input", metavar="FILE", help="a WAV/FLAC file, or - for raw 16-bit "
                         "mono PCM on stdin at sample_rate; without it, the microphone")
     parser.add_argument("--realtime", action="store_true",
@@ -294,6 +318,7 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
     console = console or Console()
     try:
         cfg = load_config(args.overrides + (["realtime=true"] if args.realtime else []))
+        check_settings(cfg)
         blocks = blocks_for(args.input, cfg, stdin or sys.stdin.buffer)  # no audio: fail fast
         demo = build(cfg, console)
         home = demo.assistant.home
@@ -303,7 +328,7 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
         turns = demo.run(blocks)
     except (DemoError, AudioError, ModelDirError, GrammarError, HydraException,
             OmegaConfBaseException, ValueError) as err:
-        console.error(f"error: {err}".splitlines()[0])
+        console.error(f"error: {one_line(str(err))}")
         return 1
     except KeyboardInterrupt:
         console("stopped")

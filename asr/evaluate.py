@@ -4,18 +4,19 @@ Prints WER, CER and the real-time factor (decoding seconds per audio second); `-
 also writes every utterance's reference, hypothesis and error counts.
 """
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 from asr.audio import AudioError, load_audio
-from asr.checkpoint import ModelDirError, save_text
+from asr.checkpoint import ModelDirError
+from asr.cli import ArgumentParser, print_error, save_report
 from asr.data import ManifestError, read_manifest
 from asr.metrics import char_errors, word_errors
 from asr.transcribe import add_decoding_arguments, decoding_overrides
 from asr.transcriber import Transcriber
+
+PROG = "asr-evaluate"  # the name usage errors begin with
 
 
 def evaluate(transcriber: Transcriber, manifest: str | Path) -> dict:
@@ -45,7 +46,7 @@ def _rate(rows: list[dict], unit: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory written by training")
     parser.add_argument("--manifest", required=True, help="JSON-lines manifest to score")
     parser.add_argument("--json", help="write the scores and every utterance's result here")
@@ -56,14 +57,14 @@ def main(argv: list[str] | None = None) -> int:
                                                   batch_size=args.batch_size,
                                                   **decoding_overrides(args))
         result = evaluate(transcriber, args.manifest)
+        if args.json:
+            save_report(result, args.json)
     except (AudioError, ManifestError, ModelDirError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print_error(err)
         return 1
     print(f"{result['manifest']}: {result['utterances']} utterances, "
           f"WER {100 * result['wer']:.2f}%, CER {100 * result['cer']:.2f}%, "
           f"RTF {result['rtf']:.4f}")
-    if args.json:
-        save_text(json.dumps(result, indent=2) + "\n", Path(args.json))
     return 0
 
 

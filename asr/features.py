@@ -16,6 +16,8 @@ import torchaudio.functional as AF
 import torchaudio.transforms as T
 from torch import nn
 
+from asr.untrusted import check_fields, check_ranges
+
 
 @dataclass
 class FeatureConfig:
@@ -47,6 +49,19 @@ class FeatureConfig:
     # recording's faint background noise and a quiet recording's weak sounds alike. ESPnet
     # and Whisper floor at 1e-10.
     log_floor: float = 1e-6
+
+    def __post_init__(self) -> None:
+        check_fields(self, "features")
+        if self.kind not in ("fbank", "mfcc"):
+            raise ValueError(f"features.kind must be 'fbank' or 'mfcc', got {self.kind!r}")
+        check_ranges(self, "features", sample_rate=(4000, 384000), n_fft=(16, 8192),
+                     win_ms=(0.1, 1000), hop_ms=(0.1, 1000), n_mels=(1, 512),
+                     n_mfcc=(1, self.n_mels), freq_masks=(0, 100), freq_width=(0, 1000),
+                     time_masks=(0, 100), time_width=(0, 10000), time_max_ratio=(0, 1),
+                     vtlp=(0, 0.5), log_floor=(1e-20, 1))
+        if not (1 <= self.hop_length and 1 <= self.win_length <= self.n_fft):
+            raise ValueError(f"features: a window of {self.win_length} samples and a hop of "
+                             f"{self.hop_length} must be 1..n_fft ({self.n_fft}) samples")
 
     @property
     def win_length(self) -> int:
@@ -100,8 +115,6 @@ class FrontEnd(nn.Module):
 
     def __init__(self, cfg: FeatureConfig) -> None:
         super().__init__()
-        if cfg.kind not in ("fbank", "mfcc"):
-            raise ValueError(f"features.kind must be 'fbank' or 'mfcc', got {cfg.kind!r}")
         self.cfg = cfg
         self.spectrogram = T.Spectrogram(cfg.n_fft, cfg.win_length, cfg.hop_length, center=False,
                                          power=None)

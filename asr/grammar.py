@@ -42,6 +42,7 @@ from pathlib import Path
 import yaml
 
 from asr.text import normalize_text
+from asr.untrusted import UntrustedInputError, check_yaml, read_text
 
 MAX_BYTES = 1 << 20  # a grammar file larger than this is refused
 _TOKEN = re.compile(r"\s*(?:(?P<punct>[\[\](),])|(?P<slot>\$[\w.]*(?::\w*)?)|(?P<macro>@\w*)"
@@ -132,15 +133,10 @@ class Grammar:
     @classmethod
     def load(cls, path: str | Path) -> "Grammar":
         """Read and check a grammar file; any problem is a one-line GrammarError."""
-        path = Path(path)
         try:
-            if path.stat().st_size > MAX_BYTES:
-                raise GrammarError(f"{path}: larger than {MAX_BYTES} bytes; refused")
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError:
-            raise GrammarError(f"{path}: not UTF-8 text") from None
-        except OSError as err:
-            raise GrammarError(f"{path}: cannot read: {err.strerror or err}") from None
+            text = read_text(path, MAX_BYTES, "the grammar")
+        except UntrustedInputError as err:
+            raise GrammarError(str(err)) from None
         return cls.from_yaml(text, str(path))
 
     @classmethod
@@ -444,14 +440,12 @@ class _Reader:
 
     def _compose(self) -> yaml.Node:
         try:
-            for event in yaml.parse(self.text, Loader=yaml.SafeLoader):
-                if isinstance(event, yaml.AliasEvent):
-                    raise self.fail(event.start_mark.line + 1, "YAML aliases are not allowed")
+            check_yaml(self.text, self.source)
             root = yaml.compose(self.text, Loader=yaml.SafeLoader)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            raise self.fail(mark.line + 1 if mark else None, f"not valid YAML: {problem}") from None
+        except UntrustedInputError as err:
+            raise self.fail(err.line, err.problem) from None
+        except yaml.YAMLError as err:  # what composing finds beyond the parse (tags)
+            raise self.fail(None, f"not valid YAML: {str(err).splitlines()[0]}") from None
         if root is None:
             raise self.fail(None, "empty file")
         return root

@@ -28,12 +28,15 @@ from pathlib import Path
 
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError
+from asr.cli import ArgumentParser, print_error, save_report, tsv_field
 from asr.data import ManifestError, audio_path
 from asr.grammar import Grammar, GrammarError
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
+from asr.untrusted import UntrustedInputError, check_fields, read_text
 
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
+MAX_MANIFEST_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class IntentParser:
     min_confidence: float = 0.0  # lowest acoustic confidence that counts
 
     def __post_init__(self) -> None:
+        check_fields(self, "intents")
         for name in ("threshold", "min_confidence"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"intents.{name} must be in [0, 1], got {getattr(self, name)}")
@@ -154,10 +158,9 @@ def read_commands(manifest: str | Path) -> list[tuple[str, str | None, dict[str,
     command) and `slots` (an object of strings)."""
     path, rows = Path(manifest), []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ManifestError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})") \
-            from None
+        lines = read_text(path, MAX_MANIFEST_BYTES, "the manifest").splitlines()
+    except UntrustedInputError as err:
+        raise ManifestError(str(err)) from None
     for number, line in enumerate(lines, start=1):
         if line.strip():
             try:
@@ -210,7 +213,7 @@ def format_report(report: dict) -> str:
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
     evaluating = bool(argv) and argv[0] == "evaluate"
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m asr.intents" + (" evaluate" if evaluating else ""),
         description="Score intents on a manifest." if evaluating else __doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory")
@@ -233,14 +236,14 @@ def _print_intents(recognizer: IntentRecognizer, files: list[str], as_json: bool
         try:
             intent = recognizer.recognize([path])[0]
         except AudioError as err:
-            print(f"error: {err}".splitlines()[0], file=sys.stderr)
+            print_error(err)
             failed += 1
             continue
         if as_json:
             print(json.dumps({"file": path, **asdict(intent)}), flush=True)
         else:
-            print(f"{path}\t{intent.describe()}\t{intent.confidence:.2f}\t{intent.text}",
-                  flush=True)
+            print(f"{tsv_field(path)}\t{intent.describe()}\t{intent.confidence:.2f}\t"
+                  f"{intent.text}", flush=True)
     return 1 if failed else 0
 
 
@@ -252,12 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         if "manifest" not in args:
             return _print_intents(recognizer, args.files, args.json)
         report = evaluate(recognizer, args.manifest)
+        if args.json:
+            save_report(report, args.json)
     except (GrammarError, ModelDirError, ManifestError, AudioError, ValueError) as err:
-        print(f"error: {err}".splitlines()[0], file=sys.stderr)
+        print_error(err)
         return 1
     print(format_report(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
 

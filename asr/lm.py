@@ -15,9 +15,18 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from asr.checkpoint import ModelDirError, atomic_write, load_torch, save_torch
+from asr.checkpoint import (
+    MAX_TOKENIZER_BYTES,
+    ModelDirError,
+    atomic_write,
+    check_shapes,
+    check_state_dict,
+    load_torch,
+    save_torch,
+)
 from asr.model import DecoderCache, ModelDimensions, TextDecoder
 from asr.tokenizer import Tokenizer
+from asr.untrusted import UntrustedInputError, check_fields, check_ranges, from_section, read_file
 
 LM_FILE, TOKENIZER_FILE = "lm.pt", "tokenizer.model"
 
@@ -32,6 +41,14 @@ class LMDimensions:
     d_ff: int = 1024
     n_layers: int = 4
     dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_fields(self, "dims")
+        check_ranges(self, "dims", n_vocab=(5, 1 << 20), d_model=(1, 16384), n_head=(1, 256),
+                     d_ff=(1, 65536), n_layers=(0, 128), dropout=(0, 1))
+        if self.d_model % self.n_head:
+            raise ValueError(f"dims.n_head ({self.n_head}) must divide dims.d_model "
+                             f"({self.d_model})")
 
     def decoder_dimensions(self) -> ModelDimensions:
         """The same sizes as the recogniser's decoder takes them."""
@@ -66,15 +83,33 @@ def save_lm(directory: Path, lm: TokenLM, tokenizer: Tokenizer, metrics: dict) -
 
 def load_lm(directory: str | Path, tokenizer: Tokenizer,
             device: str | torch.device = "cpu") -> TokenLM:
-    """A language model directory, checked to speak the recogniser's pieces."""
-    directory = Path(directory)
+    """A language model directory, checked as a model directory is (`asr.checkpoint`): it
+    speaks the recogniser's pieces, its sizes are in range, and its weights are finite and
+    of exactly the shapes those sizes make."""
+    directory, path = Path(directory), Path(directory) / LM_FILE
     for name in (LM_FILE, TOKENIZER_FILE):
         if not (directory / name).is_file():
             raise ModelDirError(f"{directory}: not a language model directory (no {name})")
-    if (directory / TOKENIZER_FILE).read_bytes() != tokenizer.model_proto:
+    try:
+        proto = read_file(directory / TOKENIZER_FILE, MAX_TOKENIZER_BYTES, "the tokenizer")
+    except UntrustedInputError as err:
+        raise ModelDirError(str(err)) from None
+    if proto != tokenizer.model_proto:
         raise ModelDirError(f"{directory}: this language model was trained with another "
-                         f"tokenizer than the recogniser's (train it with the model's)")
-    saved = load_torch(directory / LM_FILE, device)
-    lm = TokenLM(LMDimensions(**saved["dims"]))
-    lm.load_state_dict(saved["state_dict"])
+                            f"tokenizer than the recogniser's (train it with the model's)")
+    saved = load_torch(path)
+    if not (isinstance(saved, dict) and "dims" in saved and "state_dict" in saved):
+        raise ModelDirError(f"{path}: not a language model file (no dims and state_dict)")
+    try:
+        dims = from_section(LMDimensions, saved["dims"], "dims")
+    except (TypeError, ValueError) as err:
+        raise ModelDirError(f"{path}: {err}") from None
+    if dims.n_vocab != tokenizer.vocab_size:
+        raise ModelDirError(f"{path}: dims.n_vocab is {dims.n_vocab}, the tokenizer has "
+                            f"{tokenizer.vocab_size} pieces")
+    state = check_state_dict(saved["state_dict"], path)
+    with torch.device("meta"):
+        check_shapes(state, TokenLM(dims), path)
+    lm = TokenLM(dims)
+    lm.load_state_dict(state)
     return lm.to(device).eval()

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from asr.attention import RelativePosition, Rotary, local_attention
 from asr.features import FeatureConfig, FrontEnd, padding_mask
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from asr.untrusted import check_fields, check_ranges
 
 
 @dataclass
@@ -54,7 +55,21 @@ class ModelDimensions:
     guided_attention_width: float = 0.2
 
     def __post_init__(self) -> None:
-        for name, choices in (("norm", ("pre", "post", "tfixup")),
+        check_fields(self, "model")
+        check_ranges(self, "model", n_vocab=(5, 1 << 20), n_input=(1, 4096), d_model=(1, 16384),
+                     n_head=(1, 256), d_ff=(1, 65536), n_encoder_layers=(0, 128),
+                     n_decoder_layers=(0, 128), dropout=(0, 1), stack=(1, 64),
+                     conv_channels=(1, 4096), ctc_weight=(0, 1), label_smoothing=(0, 1),
+                     max_relative_distance=(1, 65536), attention_window=(0, 65536),
+                     guided_attention=(0, 100), guided_attention_width=(1e-3, 10))
+        if self.d_model % self.n_head:
+            raise ValueError(f"model.n_head ({self.n_head}) must divide model.d_model "
+                             f"({self.d_model})")
+        if self.subsampling == "conv2d" and self.n_input < 7:
+            raise ValueError(f"model.n_input must be >= 7 for conv2d subsampling, got "
+                             f"{self.n_input}")
+        for name, choices in (("subsampling", ("stack", "conv2d", "none")),
+                              ("norm", ("pre", "post", "tfixup")),
                               ("pos", ("sinusoidal", "relative", "rope", "sinusoidal+relative",
                                        "sinusoidal+rope")),
                               ("attention", ("full", "local"))):
@@ -346,12 +361,9 @@ class AudioEncoder(nn.Module):
             self.conv = nn.Sequential(nn.Conv2d(1, c, 3, 2), nn.ReLU(), nn.Conv2d(c, c, 3, 2),
                                       nn.ReLU())
             in_features = c * (((dims.n_input - 1) // 2 - 1) // 2)
-        elif dims.subsampling in ("stack", "none"):
+        else:
             self.conv = None
             in_features = dims.n_input * self.stride
-        else:
-            raise ValueError(f"model.subsampling must be stack, conv2d or none, "
-                             f"got {dims.subsampling!r}")
         self.embed = nn.Linear(in_features, dims.d_model)
         # Scaled like token embeddings (so the position code does not dominate); T-Fixup sets
         # this layer's output scale through its initialisation instead.
@@ -438,10 +450,13 @@ class TextDecoder(nn.Module):
 class SpeechTransformer(nn.Module):
     """Front end + encoder + decoder (+ CTC head): waveforms in, token scores out."""
 
-    def __init__(self, dims: ModelDimensions, features: FeatureConfig) -> None:
+    def __init__(self, dims: ModelDimensions, features: FeatureConfig,
+                 frontend: FrontEnd | None = None) -> None:
+        """`frontend`: one already built from `features` (the network's shapes are checked
+        on the meta device, where the front end's filters cannot be computed)."""
         super().__init__()
         self.dims = dims
-        self.frontend = FrontEnd(features)
+        self.frontend = frontend or FrontEnd(features)
         self.encoder = AudioEncoder(dims)
         self.decoder = TextDecoder(dims)
         self.ctc = nn.Linear(dims.d_model, dims.n_vocab) if dims.ctc_weight > 0 else None

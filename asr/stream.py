@@ -28,16 +28,17 @@ def check_audio_file(path: str | Path) -> None:
 
 
 def stream_file(path: str | Path, sample_rate: int, block_seconds: float = 1.0,
-                ) -> Iterator[np.ndarray]:
-    """Mono float32 blocks of a file of any length at `sample_rate`."""
-    blocks, rate = stream_audio(path)
+                max_seconds: float | None = None) -> Iterator[np.ndarray]:
+    """Mono float32 blocks of a file of any length (or at most `max_seconds`) at `sample_rate`."""
+    blocks, rate = stream_audio(path, max_seconds)
     yield from _resampled(_rechunked(blocks, max(1, int(rate * block_seconds))), rate, sample_rate)
 
 
 def stream_array(samples: np.ndarray | torch.Tensor, rate: int, sample_rate: int,
-                 block_seconds: float = 1.0) -> Iterator[np.ndarray]:
+                 block_seconds: float = 1.0, max_seconds: float | None = None,
+                 ) -> Iterator[np.ndarray]:
     """An in-memory waveform (checked and resampled as `prepare_array` does) in blocks."""
-    wave = prepare_array(samples, rate, sample_rate).numpy()
+    wave = prepare_array(samples, rate, sample_rate, max_seconds=max_seconds).numpy()
     step = max(1, int(sample_rate * block_seconds))
     for start in range(0, len(wave), step):
         yield wave[start:start + step]

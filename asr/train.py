@@ -11,17 +11,26 @@ alone logs and saves, and dev scores are computed from every rank's share (`asr.
 `trainer.init_from` fine-tunes: a trained model's weights, CMVN statistics and tokenizer
 replace the random start, the learnt CMVN and the new vocabulary.
 
-Crash safety: every file is written atomically, and with `trainer.save_every_steps` the
-training state (weights, optimiser, schedule, position in the epoch, python/numpy/torch RNG
-states) is also saved mid-epoch, so `trainer.resume=true` after a kill continues exactly where
-the last save left off: the weights end up equal to those of an uninterrupted run.
+Crash safety: every file is written atomically, and the training state (weights, optimiser,
+schedule, position in the epoch, python/numpy/torch RNG states) is saved when the run starts,
+after every epoch and mid-epoch (every `trainer.save_every_minutes` of training, and every
+`trainer.save_every_steps` steps), so `trainer.resume=true` after a kill continues exactly
+where the last save left off: the weights end up equal to those of an uninterrupted run.
+
+The output directory is the run's alone: a lock file (`train.lock`) stops a second run there,
+and a directory that holds a run or a trained model is started over only with
+`trainer.overwrite=true`, which deletes the old run's state first.
 """
 
+import fcntl
 import math
 import random
+import re
+import shutil
 import sys
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -39,7 +48,10 @@ from asr.augment import AugmentConfig, Augmenter
 from asr.averaging import AVERAGED, EPOCHS, average_epochs, save_epoch_weights
 from asr.checkpoint import (
     CHECKPOINT,
+    CONFIG,
+    METRICS,
     TOKENIZER,
+    WEIGHTS,
     ModelDirError,
     build_model,
     load_model_dir,
@@ -68,6 +80,9 @@ from asr.tokenizer import UNK_ID, Tokenizer
 from asr.transcriber import decode_texts, pick_device
 
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+LOCK = "train.lock"  # in out_dir: held by the run training there
+RUN_FILES = (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT, EPOCHS, AVERAGED)  # a run's state
+OWN_FILES = "|".join(re.escape(name) for name in (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT))
 
 
 class TrainingError(RuntimeError):
@@ -115,11 +130,7 @@ class Trainer:
         self.skipped_lines, self.seen_bad = 0, set()
         self.train_utts = read_manifest(cfg.data.train_manifest, cfg.data.on_error, self._skip_line)
         self.dev_utts = read_manifest(cfg.data.dev_manifest, cfg.data.on_error, self._skip_line)
-        resuming = cfg.trainer.resume and (self.out_dir / CHECKPOINT).is_file()
-        if (self.out_dir / CHECKPOINT).is_file() and not (resuming or cfg.trainer.overwrite):
-            raise TrainingError(f"{self.out_dir}: already holds a training run; pass "
-                                "trainer.resume=true to continue it or trainer.overwrite=true "
-                                "to start over")
+        resuming = self._resuming()
         # fine-tuning: the weights (with their CMVN) and the tokenizer come from a trained model
         self.pretrained = load_pretrained(cfg, [u.text for u in self.train_utts]) \
             if cfg.trainer.init_from and not resuming else None
@@ -143,9 +154,7 @@ class Trainer:
                                            enabled=cfg.trainer.precision == "fp16")
         self.state = TrainState()
         self.resumed = resuming
-        if self.is_main:  # temp files of writes cut short by a kill
-            remove_partial_files(self.out_dir)
-            remove_partial_files(self.out_dir / EPOCHS)
+        self.saved_at = time.monotonic()  # the last save of the training state
         if resuming:
             self._resume()
         elif self.pretrained is not None:
@@ -157,6 +166,55 @@ class Trainer:
         self.train_model = self._wrap(self.model)
         if self.dist.enabled:  # ranks draw their own dropout and augmentation
             seed_everything(hash((cfg.seed, self.rank, self.state.step)) % 2**31)
+
+    def _resuming(self) -> bool:
+        """Whether this run continues the one in out_dir. A directory that holds a run or a
+        trained model is never started over without trainer.overwrite=true, whatever
+        trainer.resume says (without a checkpoint there is nothing to resume)."""
+        trainer, out = self.cfg.trainer, self.out_dir
+        if not any((out / name).exists() for name in RUN_FILES):
+            return False
+        if trainer.overwrite and trainer.resume:
+            raise TrainingError(f"{out}: trainer.resume=true and trainer.overwrite=true; pass "
+                                "one (continue the run there, or delete it and start over)")
+        if trainer.overwrite:
+            return False
+        if trainer.resume and (out / CHECKPOINT).is_file():
+            return True
+        if trainer.resume:
+            raise TrainingError(f"{out}: holds a trained model but no {CHECKPOINT} to continue "
+                                "from; pass trainer.overwrite=true to delete it and start over, "
+                                "or another trainer.out_dir")
+        raise TrainingError(f"{out}: already holds a training run; pass trainer.resume=true to "
+                            "continue it or trainer.overwrite=true to start over")
+
+    @contextmanager
+    def _directory(self) -> Iterator[None]:
+        """Hold out_dir for the run (rank 0): its lock file stops a second run in the same
+        directory at once (the kernel releases the lock however the process ends); a run
+        that starts over first deletes the old run's state; the temp files of this
+        program's writes that a kill cut short are cleaned up."""
+        if not self.is_main:
+            yield
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with (self.out_dir / LOCK).open("a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise TrainingError(f"{self.out_dir}: another training run is using this "
+                                    f"directory (it holds {LOCK}); wait for it to end or pick "
+                                    "another trainer.out_dir") from None
+            if not self.resumed:
+                for path in (self.out_dir / name for name in RUN_FILES):
+                    if path.is_dir():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink(missing_ok=True)
+            for folder, written in ((self.out_dir, OWN_FILES), (self.out_dir / AVERAGED, OWN_FILES),
+                                    (self.out_dir / EPOCHS, r"epoch_\d+\.pt")):
+                remove_partial_files(folder, written)
+            yield
 
     def _check_options(self) -> None:
         cfg = self.cfg
@@ -241,14 +299,20 @@ class Trainer:
                                      if self._usable(b, count=False))
 
     def _resume(self) -> None:
-        ckpt = load_torch(self.out_dir / CHECKPOINT, self.device)
-        self.model.load_state_dict(ckpt["model"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.scheduler.load_state_dict(ckpt["scheduler"])
-        if "scaler" in ckpt:
-            self.scaler.load_state_dict(ckpt["scaler"])
-        self.state = TrainState(**ckpt["state"])
-        set_rng_states(ckpt.get("rng") or {"torch": ckpt["torch_rng"]})
+        path = self.out_dir / CHECKPOINT
+        ckpt = load_torch(path, self.device)
+        try:
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.scheduler.load_state_dict(ckpt["scheduler"])
+            if "scaler" in ckpt:
+                self.scaler.load_state_dict(ckpt["scaler"])
+            self.state = TrainState(**ckpt["state"])
+            set_rng_states(ckpt.get("rng") or {"torch": ckpt["torch_rng"]})
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
+            problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TrainingError(f"{path}: not a checkpoint this run can continue ({problem}); "
+                                "pass trainer.overwrite=true to start over") from None
         self.log(f"resumed from {self.out_dir / CHECKPOINT} at step {self.state.step}: epoch "
                  f"{self.state.epoch + 1}, {self.state.epoch_batches} batch(es) in")
 
@@ -257,16 +321,18 @@ class Trainer:
             tqdm.write(message)
 
     def fit(self) -> TrainState:
-        if self.is_main and not self.resumed:
-            save_model_dir(self.out_dir, self.model, self.tokenizer, self.cfg)
-        params = sum(p.numel() for p in self.model.parameters())
-        self.log(f"model: {params / 1e6:.2f}M parameters, vocab {self.tokenizer.vocab_size}, "
-                 f"{len(self.train_utts)} training utterances, device {self.device}")
-        while self.state.epoch < self.cfg.trainer.max_epochs and not self._out_of_steps():
-            self.train_epoch()
-            self.end_epoch(self.evaluate())
-        if self.cfg.trainer.average_checkpoints:
-            self.average_checkpoints()
+        with self._directory():
+            if self.is_main and not self.resumed:
+                self.save_checkpoint()  # first: from here on, a killed run can be resumed
+                save_model_dir(self.out_dir, self.model, self.tokenizer, self.cfg)
+            params = sum(p.numel() for p in self.model.parameters())
+            self.log(f"model: {params / 1e6:.2f}M parameters, vocab {self.tokenizer.vocab_size}, "
+                     f"{len(self.train_utts)} training utterances, device {self.device}")
+            while self.state.epoch < self.cfg.trainer.max_epochs and not self._out_of_steps():
+                self.train_epoch()
+                self.end_epoch(self.evaluate())
+            if self.cfg.trainer.average_checkpoints:
+                self.average_checkpoints()
         shutdown(self.dist)
         return self.state
 
@@ -300,7 +366,7 @@ class Trainer:
             state.epoch_batches += len(group)
             now = time.perf_counter()
             state.train_seconds, last = state.train_seconds + now - last, now
-            if every and loss is not None and state.step % every == 0:
+            if loss is not None and (every and state.step % every == 0 or self._save_due()):
                 self.save_checkpoint()
             if self._out_of_steps():
                 break
@@ -392,8 +458,15 @@ class Trainer:
                                 f"{state.epoch + 1}, step {state.step}: lower optim.lr or "
                                 "check the data")
 
+    def _save_due(self) -> bool:
+        """trainer.save_every_minutes of training have passed since the last save."""
+        minutes = self.cfg.trainer.save_every_minutes
+        return bool(minutes) and time.monotonic() - self.saved_at >= 60 * minutes
+
     def save_checkpoint(self) -> None:
-        """The state to resume from: after an epoch, and every trainer.save_every_steps."""
+        """The state to resume from: at the start, after an epoch, and mid-epoch every
+        trainer.save_every_steps steps or trainer.save_every_minutes minutes."""
+        self.saved_at = time.monotonic()
         if self.is_main:
             scaler = {"scaler": self.scaler.state_dict()} if self.scaler.is_enabled() else {}
             save_torch({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),

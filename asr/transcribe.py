@@ -3,24 +3,30 @@
 Prints `FILE<TAB>text` per file; `--timestamps` prints `FILE<TAB>start<TAB>end<TAB>text` per
 utterance instead; `--json` prints one JSON object per file (with `segments` under
 `--timestamps`). Files of any length are streamed and cut into utterances by the VAD. A file
-that cannot be read gets one error line on stderr; the others are still transcribed, and the
-exit status is 1.
+that cannot be read, at the start or halfway through, gets one error line on stderr; the
+others are still transcribed, and the exit status is 1. File names are written with
+backslashes doubled and tabs, newlines and other control characters escaped (`\\t`, `\\n`,
+`\\x1b`), so that every output line is one record of two (or four) fields.
 """
 
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from asr.audio import AudioError
 from asr.checkpoint import ModelDirError
+from asr.cli import ArgumentParser, int_in, print_error, tsv_field
 from asr.decoding import MODES
 from asr.stream import check_audio_file
-from asr.transcriber import Transcriber, Transcript
+from asr.transcriber import MAX_BATCH, Transcriber, Transcript
+from asr.untrusted import UntrustedInputError, read_text
+
+PROG = "asr-transcribe"  # the name usage errors begin with
+MAX_WORDS_BYTES = 1 << 20  # a word list (a task's vocabulary)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="WAV or FLAC files, any sample rate and length")
     parser.add_argument("--model", required=True, help="model directory written by training")
     parser.add_argument("--json", action="store_true", help="one JSON object per file")
@@ -33,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   batch_size=args.batch_size,
                                                   **decoding_overrides(args))
     except (ModelDirError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print_error(err)
         return 1
     names, failed = [], 0
     for name in args.files:
@@ -41,15 +47,16 @@ def main(argv: list[str] | None = None) -> int:
             check_audio_file(name)
             names.append(name)
         except AudioError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print_error(err)
             failed += 1
-    try:
-        results = transcriber.transcribe(names) if names else []
-    except AudioError as err:  # a file that went bad after its header was read
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    # a file that goes bad after its first block is reported in its place; the others stand
+    results = transcriber.transcribe(names, on_error="return") if names else []
     for name, result in zip(names, results, strict=True):
-        print(format_result(name, result, args.json, args.timestamps))
+        if isinstance(result, AudioError):
+            print_error(result)
+            failed += 1
+        else:
+            print(format_result(name, result, args.json, args.timestamps), flush=True)
     return 1 if failed else 0
 
 
@@ -64,8 +71,9 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lm-weight", type=float, help="log P_att + W log P_lm (default 1.0)")
     parser.add_argument("--lead-in-ms", type=float,
                         help="silence put before each utterance, for clips cut tight to the speech")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=16,
+                        help="utterances decoded at once")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
 
 
 def decoding_overrides(args: argparse.Namespace) -> dict:
@@ -78,11 +86,9 @@ def decoding_overrides(args: argparse.Namespace) -> dict:
 def read_words(path: str) -> list[str]:
     """The words of a word-list file (whitespace-separated, any number per line)."""
     try:
-        words = Path(path).read_text(encoding="utf-8").split()
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read the word list ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: the word list is not UTF-8 text") from None
+        words = read_text(path, MAX_WORDS_BYTES, "the word list").split()
+    except UntrustedInputError as err:
+        raise ValueError(str(err)) from None
     if not words:
         raise ValueError(f"{path}: the word list is empty")
     return words
@@ -95,6 +101,7 @@ def format_result(name: str, result: Transcript, as_json: bool, timestamps: bool
             record["segments"] = [{"start": s.start, "end": s.end, "text": s.text}
                                   for s in result.segments]
         return json.dumps(record)
+    name = tsv_field(name)
     if timestamps:
         return "\n".join(f"{name}\t{s.start:.2f}\t{s.end:.2f}\t{s.text}" for s in result.segments)
     return f"{name}\t{result.text}"

@@ -21,17 +21,19 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from asr.audio import load_audio, prepare_array
-from asr.checkpoint import load_model_dir
+from asr.audio import MAX_SECONDS, AudioError, load_audio, prepare_array
+from asr.checkpoint import CONFIG, ModelDirError, load_model_dir, section
 from asr.decoding import DecodingOptions, decode, decode_scored
 from asr.lm import TokenLM, load_lm
 from asr.model import SpeechTransformer
 from asr.stream import stream_array, stream_file
 from asr.tokenizer import Tokenizer
+from asr.untrusted import from_section
 from asr.vad import Utterance, VADConfig, split_utterances
 
 AudioInput = str | Path | np.ndarray | torch.Tensor
 DEFAULT_VAD = VADConfig()
+MAX_BATCH = 4096  # utterances decoded at once
 
 
 @dataclass
@@ -54,11 +56,22 @@ class Transcript:
         return self.text
 
 
-def pick_device(device: str = "auto") -> torch.device:
-    """"auto" means the GPU when there is one."""
+def pick_device(device: str | torch.device = "auto") -> torch.device:
+    """"auto" means the GPU when there is one; else "cpu", "cuda" or "cuda:N", which must exist."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        chosen = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        chosen = None
+    if chosen is None or chosen.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {device!r}")
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device}: no CUDA GPU is available here (use cpu)")
+    if chosen.type == "cuda" and (chosen.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"device {device}: there is no such GPU (this machine has "
+                         f"{torch.cuda.device_count()})")
+    return chosen
 
 
 def decode_texts(model: SpeechTransformer, tokenizer: Tokenizer, wave: torch.Tensor,
@@ -79,6 +92,10 @@ class Transcriber:
     def __init__(self, model: SpeechTransformer, tokenizer: Tokenizer,
                  options: DecodingOptions | None = None,
                  vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) \
+                or not 1 <= batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size must be a whole number in [1, {MAX_BATCH}], got "
+                             f"{batch_size!r}")
         self.model, self.tokenizer = model.eval(), tokenizer
         self.options = options or DecodingOptions()
         self.vad, self.batch_size = vad, batch_size
@@ -92,28 +109,40 @@ class Transcriber:
                         **options) -> "Transcriber":
         """Load a model directory; `options` override the decoding settings it was saved with."""
         model, tokenizer, config = load_model_dir(directory, pick_device(device))
-        saved = dict(config.get("decode", {}))
-        saved.update(options)
-        return cls(model, tokenizer, DecodingOptions(**saved), vad, batch_size)
+        saved = section(config, "decode") or {}
+        try:
+            from_section(DecodingOptions, saved, "decode")
+        except (TypeError, ValueError) as err:
+            raise ModelDirError(f"{Path(directory) / CONFIG}: {err}") from None
+        chosen = from_section(DecodingOptions, {**saved, **options}, "decode")
+        return cls(model, tokenizer, chosen, vad, batch_size)
 
     def load(self, audio: AudioInput, sample_rate: int | None = None) -> torch.Tensor:
         """A path or an array (with its `sample_rate`) -> whole mono waveform at the model's rate."""
         if isinstance(audio, str | Path):
             return load_audio(audio, self.sample_rate)
-        return prepare_array(audio, sample_rate or self.sample_rate, self.sample_rate)
+        rate = self.sample_rate if sample_rate is None else sample_rate
+        return prepare_array(audio, rate, self.sample_rate)
 
     def transcribe(self, audio: AudioInput | list[AudioInput], sample_rate: int | None = None,
-                   ) -> Transcript | list[Transcript]:
+                   on_error: str = "raise") -> Transcript | list[Transcript | AudioError]:
         """Transcribe one input (returns a Transcript) or a list (a list, in order).
 
-        Arrays are taken at `sample_rate` (default: the model's rate).
+        Arrays are taken at `sample_rate` (default: the model's rate). An input that cannot
+        be read raises its AudioError (`on_error="raise"`), or (`"return"`) takes that
+        AudioError's place in the results while the other inputs are transcribed as usual.
         """
+        if on_error not in ("raise", "return"):
+            raise ValueError(f"on_error must be 'raise' or 'return', got {on_error!r}")
         inputs = audio if isinstance(audio, list) else [audio]
+        failed: dict[int, AudioError] | None = {} if on_error == "return" else None
         segments: list[list[Segment]] = [[] for _ in inputs]
-        for index, utterance, text in self._decode_stream(self._utterances(inputs, sample_rate)):
+        utterances = self._utterances(inputs, sample_rate, failed)
+        for index, utterance, text in self._decode_stream(utterances):
             if text:
                 segments[index].append(Segment(*self._speech_span(utterance), text))
-        results = [Transcript(" ".join(s.text for s in segs), segs) for segs in segments]
+        results = [(failed or {}).get(index) or Transcript(" ".join(s.text for s in segs), segs)
+                   for index, segs in enumerate(segments)]
         return results if isinstance(audio, list) else results[0]
 
     def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
@@ -126,6 +155,10 @@ class Transcriber:
         return self._batched(waves, scored=True)
 
     def _batched(self, waves: list[torch.Tensor], scored: bool) -> list[tuple[str, float]]:
+        """Every wave is checked as an array input is (`prepare_array`: finite, not over
+        MAX_SECONDS), whichever entry point it came through."""
+        rate = self.sample_rate
+        waves = [prepare_array(w, rate, rate, f"<input {i}>") for i, w in enumerate(waves)]
         order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
         results: list[tuple[str, float]] = [("", 0.0)] * len(waves)
         for start in range(0, len(order), self.batch_size):
@@ -136,19 +169,32 @@ class Transcriber:
         return results
 
     def _utterances(self, inputs: list[AudioInput], sample_rate: int | None,
+                    failed: dict[int, AudioError] | None = None,
                     ) -> Iterator[tuple[int, Utterance]]:
-        """(input index, utterance) for every utterance of every input, in order."""
+        """(input index, utterance) for every utterance of every input, in order; an input
+        that cannot be read raises, or given `failed`, is entered there and skipped."""
         for index, audio in enumerate(inputs):
-            if isinstance(audio, str | Path):
-                blocks = stream_file(audio, self.sample_rate)
-            else:
-                blocks = stream_array(audio, sample_rate or self.sample_rate, self.sample_rate)
-            if self.vad is None:
-                wave = np.concatenate(list(blocks))
-                yield index, Utterance(0.0, round(len(wave) / self.sample_rate, 3), wave)
-            else:
-                for utterance in split_utterances(blocks, self.sample_rate, self.vad):
-                    yield index, utterance
+            try:
+                yield from ((index, u) for u in self._input_utterances(audio, sample_rate))
+            except AudioError as err:
+                if failed is None:
+                    raise
+                failed[index] = err
+
+    def _input_utterances(self, audio: AudioInput, sample_rate: int | None,
+                          ) -> Iterator[Utterance]:
+        """One input's utterances; without a VAD the whole input, up to MAX_SECONDS."""
+        limit = MAX_SECONDS if self.vad is None else None
+        if isinstance(audio, str | Path):
+            blocks = stream_file(audio, self.sample_rate, max_seconds=limit)
+        else:
+            rate = self.sample_rate if sample_rate is None else sample_rate
+            blocks = stream_array(audio, rate, self.sample_rate, max_seconds=limit)
+        if self.vad is None:
+            wave = np.concatenate(list(blocks))
+            yield Utterance(0.0, round(len(wave) / self.sample_rate, 3), wave)
+        else:
+            yield from split_utterances(blocks, self.sample_rate, self.vad)
 
     def _speech_span(self, utterance: Utterance) -> tuple[float, float]:
         """Where the speech lies: the VAD keeps `pad_ms` of context on both sides of it for

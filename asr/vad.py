@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import webrtcvad
 
+from asr.untrusted import check_fields, check_ranges
+
 VAD_RATES = (8000, 16000, 32000, 48000)  # the rates WebRTC's VAD accepts
 
 
@@ -30,6 +32,17 @@ class VADConfig:
     pad_ms: int = 210  # audio kept before the first and after the last voiced frame
     min_speech_ms: int = 120  # voiced time below which an utterance is dropped as a click
     max_utterance_s: float = 20.0  # longer speech is cut here (bounded memory and model input)
+
+    def __post_init__(self) -> None:
+        check_fields(self, "vad")
+        if self.frame_ms not in (10, 20, 30):
+            raise ValueError(f"vad.frame_ms must be 10, 20 or 30, got {self.frame_ms}")
+        check_ranges(self, "vad", aggressiveness=(0, 3), end_silence_ms=(0, 10000),
+                     pad_ms=(0, 5000), min_speech_ms=(0, 10000), max_utterance_s=(0.1, 300))
+        window = max(1, round(self.pad_ms / self.frame_ms))  # frames a start is looked for in
+        if not 1 <= self.start_frames <= window:
+            raise ValueError(f"vad.start_frames must be in [1, {window}] (the frames of "
+                             f"vad.pad_ms), got {self.start_frames}: no speech could ever start")
 
 
 @dataclass(frozen=True)
@@ -52,10 +65,6 @@ class Endpointer:
         self.config = config or VADConfig()
         if sample_rate not in VAD_RATES:
             raise ValueError(f"VAD needs a sample rate in {VAD_RATES}, got {sample_rate}")
-        if self.config.frame_ms not in (10, 20, 30):
-            raise ValueError(f"vad.frame_ms must be 10, 20 or 30, got {self.config.frame_ms}")
-        if not 0 <= self.config.aggressiveness <= 3:
-            raise ValueError(f"vad.aggressiveness must be 0..3, got {self.config.aggressiveness}")
         self.sample_rate = sample_rate
         self.frame = sample_rate * self.config.frame_ms // 1000
         self._vad = webrtcvad.Vad(self.config.aggressiveness)

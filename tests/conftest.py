@@ -57,6 +57,47 @@ def train_config(tmp: Path, manifest: Path, *overrides: str):
             *overrides])
 
 
+TINY_GRAMMAR = """context:
+  expressions:
+    word: ["$word:word", "say $word:word"]
+  slots:
+    word: [yes, stop, left, go]
+"""
+
+
+def write_untrained_model(tmp: Path) -> Path:
+    """A real (untrained) tiny model directory as training writes it, with a grammar.yaml, and
+    its training manifest beside it (tmp/train.jsonl): bad inputs are tried on copies of it."""
+    from omegaconf import open_dict
+
+    from asr.checkpoint import build_model, load_model_dir, save_model_dir
+    from asr.tokenizer import Tokenizer
+
+    manifest = write_manifest(tmp / "train.jsonl", small_real_set()[:4])
+    cfg = train_config(tmp, manifest)
+    tokenizer = Tokenizer.train(["one", "four", "yes", "stop"], 20)
+    with open_dict(cfg):
+        cfg.model.n_vocab, cfg.model.n_input = tokenizer.vocab_size, cfg.features.n_mels
+    save_model_dir(tmp / "model", build_model(cfg), tokenizer, cfg)
+    (tmp / "model" / "grammar.yaml").write_text(TINY_GRAMMAR)
+    load_model_dir(tmp / "model")  # loads as written
+    return tmp / "model"
+
+
+def write_untrained_lm(model_dir: Path, out: Path) -> Path:
+    """A tiny (untrained) language model directory for `model_dir`'s tokenizer."""
+    import torch
+
+    from asr.checkpoint import load_model_dir
+    from asr.lm import LMDimensions, TokenLM, save_lm
+
+    _, tokenizer, _ = load_model_dir(model_dir)
+    torch.manual_seed(0)
+    lm = TokenLM(LMDimensions(tokenizer.vocab_size, d_model=32, n_head=2, d_ff=64, n_layers=1))
+    save_lm(out, lm, tokenizer, {})
+    return out
+
+
 @pytest.fixture(scope="session")
 def overfit_model(tmp_path_factory) -> tuple[Path, list[tuple[Path, str]], dict]:
     """A tiny model trained until it has memorised eight real utterances, and that four

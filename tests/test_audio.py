@@ -38,6 +38,38 @@ def test_channels_are_averaged_and_rates_converted(tmp_path, speech):
     assert abs(wave.abs().max().item() - np.abs(samples).max() / 2) < 0.05
 
 
+@pytest.mark.parametrize("layout", [
+    lambda x: x[None, :],  # torchaudio.load: (channels, frames)
+    lambda x: torch.from_numpy(x).expand(2, -1).clone(),  # torchaudio, stereo
+    lambda x: np.stack([x, x], axis=1),  # soundfile: (frames, channels)
+    lambda x: x[:, None],
+    lambda x: (x * 32768).round().astype(np.int16),  # scipy.io.wavfile: int16 PCM
+    lambda x: ((x * 32768).round().astype(np.int32) << 16),  # int32 PCM
+    lambda x: (x * 128 + 128).round().clip(0, 255).astype(np.uint8),  # 8-bit WAV
+], ids=["1xN", "2xN torch", "Nx2", "Nx1", "int16", "int32", "uint8"])
+def test_array_layouts_of_other_libraries_read_as_the_same_signal(speech, layout):
+    """A (1, N) array was averaged over its samples into one sample: silently wrong."""
+    samples, rate = speech
+    mono = prepare_array(samples, rate, 16000)
+    assert torch.allclose(prepare_array(layout(samples), rate, 16000), mono, atol=1 / 64)
+
+
+@pytest.mark.parametrize("array,problem", [
+    (np.zeros((2, 2)), "cannot tell the channels from the samples of a 2 x 2 array"),
+    (np.zeros((100, 100)), "cannot tell the channels from the samples of a 100 x 100 array"),
+    (np.zeros((2, 2, 2)), "expected a non-empty 1-D or 2-D array, got shape (2, 2, 2)"),
+    (np.zeros(16000, np.int64), "samples must be floats in [-1, 1] or 8/16/32-bit integer PCM, "
+                                "got torch.int64"),
+    (np.zeros(16000, complex), "samples must be floats in [-1, 1] or 8/16/32-bit integer PCM"),
+    (object(), "not an array of samples"),
+    (np.zeros(301 * 8000, np.float32), "too long: 301.0 s, over the 300 s limit for one input"),
+])
+def test_arrays_that_are_no_waveform_are_refused(array, problem):
+    with pytest.raises(AudioError) as caught:
+        prepare_array(array, 8000, 16000)
+    assert str(caught.value).startswith(f"<array>: {problem}")
+
+
 def test_arrays_are_checked_like_files():
     with pytest.raises(AudioError, match=r"^<array>: contains NaN"):
         prepare_array(np.array([0.0, np.inf]), 16000, 16000)

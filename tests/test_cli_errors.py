@@ -4,14 +4,18 @@ Also Hydra misuse (a misspelt group, a missing option, an unknown key): Hydra's 
 then one hint line listing the config groups and their options.
 """
 
+import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 
 from asr.train import config_choices
+from asr.transcribe import main as transcribe_main
 from asr.transcribe import read_words
 from conftest import ROOT, small_real_set, write_manifest
 
@@ -114,3 +118,53 @@ def test_word_list_option(overfit_model, tmp_path):
         with pytest.raises(ValueError) as err:
             read_words(str(path))
         assert str(err.value) == f"{path}: {problem}"
+
+
+def test_transcribe_arguments_are_checked_in_one_line(overfit_model, tmp_path, capsys):
+    """`--batch-size 0` printed every transcript empty with status 0; a device that does not
+    exist, a word list that is a device or a FIFO (reading one never ends) are one line too."""
+    model_dir, entries, _ = overfit_model
+    fifo = tmp_path / "words.fifo"
+    os.mkfifo(fifo)
+    clip = str(entries[0][0])
+    for options, expected in [
+            (["--batch-size", "0"], "asr-transcribe: error: argument --batch-size: must be in "
+                                    "[1, 4096], got 0 (see --help)"),
+            (["--lead-in-ms", "inf"], "error: decode.lead_in_ms must be a finite number, got inf"),
+            (["--beam-size", "100000"], "error: decode.beam_size must be in [1, 64], got 100000"),
+            (["--device", "cuda:9"], "error: device cuda:9: no CUDA GPU is available here "
+                                     "(use cpu)" if not torch.cuda.is_available() else
+             "error: device cuda:9: there is no such GPU"),
+            (["--words", "/dev/zero"], "error: /dev/zero: the word list is not a regular file "
+                                       "(a device, pipe or socket); refused"),
+            (["--words", str(fifo)], f"error: {fifo}: the word list is not a regular file (a "
+                                     "device, pipe or socket); refused"),
+            (["--mode", "fast"], "asr-transcribe: error: argument --mode: invalid choice: 'fast' ")]:
+        try:
+            status = transcribe_main(["--model", str(model_dir), *options, clip])
+        except SystemExit as stop:  # argparse's usage errors
+            status = stop.code
+        err = capsys.readouterr().err
+        assert status in (1, 2) and len(err.splitlines()) == 1, err
+        assert err.startswith(expected), err
+
+
+def test_transcribe_keeps_every_good_file_and_escapes_names(overfit_model, tmp_path, capsys):
+    """A file that goes bad halfway (NaN samples after its first block) used to discard the
+    transcripts of the good files around it; names with a tab or a newline broke the
+    tab-separated output (and an error line)."""
+    model_dir, entries, _ = overfit_model
+    late_nan = tmp_path / "late\nnan.wav"
+    samples = np.zeros(70 * 16000, np.float32)
+    samples[(1 << 20) + 5] = np.nan
+    sf.write(late_nan, samples, 16000, subtype="FLOAT")
+    odd = tmp_path / "tab\there\\.wav"
+    shutil.copy(entries[0][0], odd)
+    status = transcribe_main(["--model", str(model_dir), str(odd), str(late_nan),
+                              str(entries[5][0])])
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert out.splitlines() == [f"{tmp_path}/tab\\there\\\\.wav\t{entries[0][1]}",
+                                f"{entries[5][0]}\t{entries[5][1]}"]
+    assert err.splitlines() == [f"error: {tmp_path}/late\\nnan.wav: contains NaN or infinite "
+                                "samples"]

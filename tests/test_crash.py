@@ -17,6 +17,7 @@ import time
 import torch
 
 from asr.checkpoint import CHECKPOINT, METRICS, WEIGHTS, load_model_dir, load_torch
+from asr.train import LOCK
 from conftest import ROOT, small_real_set, train_config, write_manifest
 
 RUN = ["model=tiny", "model.dropout=0.1", "tokenizer.vocab_size=30", "data.batch_size=1",
@@ -58,7 +59,7 @@ def check_everything_loads(out) -> list[str]:
     if (out / METRICS).exists():
         json.loads((out / METRICS).read_text())
     assert names - set(partial) <= {"config.yaml", "model.pt", "tokenizer.model", "checkpoint.pt",
-                                    "metrics.json"}
+                                    "metrics.json", LOCK}
     return partial
 
 

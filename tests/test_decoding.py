@@ -58,7 +58,7 @@ def test_lead_in_puts_silence_before_each_utterance():
     expected = decode(model, padded, lengths + 1600, DecodingOptions(beam_size=3, max_len_ratio=0.5))
     assert decode(model, batch, lengths, options) == expected
     assert expected != decode(model, batch, lengths, DecodingOptions(beam_size=3, max_len_ratio=0.5))
-    with pytest.raises(ValueError, match="lead_in_ms must be >= 0"):
+    with pytest.raises(ValueError, match=r"lead_in_ms must be in \[0, 5000\]"):
         DecodingOptions(lead_in_ms=-5)
 
 

@@ -363,7 +363,7 @@ def test_bad_input_and_bad_config_are_one_line(command_model, home, tmp_path):
             (["--input", str(tmp_path / "none.wav"), *given],
              f"error: {tmp_path / 'none.wav'}: no such file"),
             (["--input", str(silent), *given, "vad.aggressiveness=5"],
-             "error: vad.aggressiveness must be 0..3, got 5"),
+             "error: vad.aggressiveness must be in [0, 3], got 5"),
             (["--input", str(silent), *given, "actions.enabled=[time,shell]"],
              "error: actions.enabled names unknown actions: ['shell']; known: "),
             (["--input", str(silent), "model_dir=/nonexistent"],

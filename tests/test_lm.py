@@ -92,5 +92,5 @@ def test_lm_errors_are_one_line(overfit_model, one_lm, tmp_path, capsys):
         f"error: {missing}: cannot read (No such file or directory)"]
     with pytest.raises(ValueError, match="^decode.lm fuses with the attention search"):
         DecodingOptions(mode="ctc_greedy", lm="x")
-    with pytest.raises(ValueError, match="^decode.lm_weight must be >= 0, got -1"):
+    with pytest.raises(ValueError, match=r"^decode.lm_weight must be in \[0, 100\], got -1"):
         DecodingOptions(lm_weight=-1)

@@ -99,3 +99,43 @@ def test_unreadable_input_is_one_clear_error(overfit_model, tmp_path):
         transcriber.transcribe(bad)
     with pytest.raises(AudioError, match="contains NaN"):
         transcriber.transcribe(np.full(RATE, np.nan, np.float32))
+
+
+def test_bad_arguments_and_the_long_audio_cap(overfit_model):
+    """Every way in checks its arguments: a rate of 0 was taken as the model's own rate, and a
+    whole input without the VAD (or a waveform handed to transcribe_waves) had no length cap."""
+    model_dir, _, _ = overfit_model
+    with pytest.raises(ValueError, match=r"^batch_size must be a whole number in \[1, 4096\], "
+                                         "got 0"):
+        Transcriber.from_pretrained(model_dir, device="cpu", batch_size=0)
+    with pytest.raises(ValueError, match="^device must be auto, cpu, cuda or cuda:N, got 'meta'"):
+        Transcriber.from_pretrained(model_dir, device="meta")
+    with pytest.raises(ValueError, match=r"^decode.beam_size must be in \[1, 64\], got 0"):
+        Transcriber.from_pretrained(model_dir, device="cpu", beam_size=0)
+    with pytest.raises(ValueError, match="^decode: unknown key.s. colour"):
+        Transcriber.from_pretrained(model_dir, device="cpu", colour="red")
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu", vad=None)
+    with pytest.raises(AudioError, match=r"^<array>: sample rate 0 Hz is outside"):
+        transcriber.transcribe(np.zeros(RATE, np.float32), sample_rate=0)
+    too_long = np.zeros(301 * RATE, np.float32)
+    with pytest.raises(AudioError, match="^<array>: too long: 301.0 s, over the 300 s limit"):
+        transcriber.transcribe(too_long)
+    with pytest.raises(AudioError, match="^<input 0>: too long: 301.0 s, over the 300 s limit"):
+        transcriber.transcribe_waves([torch.from_numpy(too_long)])
+    with pytest.raises(ValueError, match="^on_error must be 'raise' or 'return'"):
+        transcriber.transcribe([], on_error="skip")
+
+
+def test_one_bad_input_does_not_lose_the_others(overfit_model, tmp_path):
+    model_dir, entries, _ = overfit_model
+    late_nan = tmp_path / "late_nan.wav"  # fine for its first 2^20 samples, then NaN
+    samples = np.zeros(70 * RATE, np.float32)
+    samples[(1 << 20) + 5] = np.nan
+    sf.write(late_nan, samples, RATE, subtype="FLOAT")
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu")
+    inputs = [entries[0][0], late_nan, entries[5][0]]
+    first, failed, last = transcriber.transcribe(inputs, on_error="return")
+    assert (first.text, last.text) == (entries[0][1], entries[5][1])
+    assert isinstance(failed, AudioError) and str(failed) == f"{late_nan}: contains NaN or infinite samples"
+    with pytest.raises(AudioError, match="contains NaN"):
+        transcriber.transcribe(inputs)

@@ -1,20 +1,29 @@
-"""Model directories from strangers: nothing in them is ever executed.
+"""Model directories from strangers: nothing in them is ever executed, nothing makes loading
+hang or exhaust memory, and nothing in them is used unchecked.
 
 A pickle whose __reduce__ runs a shell command is planted as model.pt or checkpoint.pt; a
 config names os.system as a `_target_` or carries a YAML Python tag. Loading refuses each with
-one clear error, and the marker file the payload would create never appears.
+one clear error, and the marker file the payload would create never appears. A billion laughs,
+deep nesting, interpolations, values of the wrong type or out of range, absurd sizes, NaN
+weights, weights of other shapes, a tokenizer of another model, special and huge files: each is
+one clear error too, before anything is built from it.
 """
 
+import io
 import os
 import pickle
+import re
+import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 import torch
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from asr.checkpoint import (
     CHECKPOINT,
@@ -22,13 +31,11 @@ from asr.checkpoint import (
     TOKENIZER,
     WEIGHTS,
     ModelDirError,
-    build_model,
     check_targets,
     load_model_dir,
-    save_model_dir,
 )
 from asr.tokenizer import Tokenizer
-from conftest import ROOT, fsdd_file, small_real_set, train_config, write_manifest
+from conftest import ROOT, fsdd_file, train_config, write_untrained_model
 
 
 class Payload:
@@ -45,13 +52,7 @@ class Payload:
 def pristine(tmp_path_factory):
     """A real (untrained) tiny model directory, as training writes it, and its manifest."""
     tmp = tmp_path_factory.mktemp("pristine")
-    manifest = write_manifest(tmp / "train.jsonl", small_real_set()[:4])
-    cfg = train_config(tmp, manifest)
-    tokenizer = Tokenizer.train(["one", "four", "yes", "stop"], 20)
-    with open_dict(cfg):
-        cfg.model.n_vocab, cfg.model.n_input = tokenizer.vocab_size, cfg.features.n_mels
-    save_model_dir(tmp / "model", build_model(cfg), tokenizer, cfg)
-    load_model_dir(tmp / "model")  # loads as written
+    write_untrained_model(tmp)
     return tmp
 
 
@@ -165,3 +166,147 @@ def test_yaml_python_tags_are_not_executed(model_dir, tmp_path):
     assert str(caught.value).startswith(f"{model_dir / CONFIG}: not a plain YAML config (could "
                                         "not determine a constructor for the tag")
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------- bounded loading
+
+LAUGHS = "\nlol0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"lol{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]\n"
+    for i in range(1, 12))  # 500 bytes that expand to 3 billion strings
+
+
+def test_a_billion_laughs_in_config_yaml_is_refused_at_once(model_dir, tmp_path):
+    """A few hundred bytes of nested aliases made loading run for minutes: now every way in
+    (the API, the command line, fine-tuning) refuses them before anything is built."""
+    from asr.train import Trainer, TrainingError
+    from asr.transcriber import Transcriber
+
+    config = model_dir / CONFIG
+    config.write_text(config.read_text() + LAUGHS)
+    line = len(config.read_text().splitlines()) - 10  # the first alias
+    expected = f"{config}:{line}: YAML aliases are not allowed"
+    started = time.perf_counter()
+    with pytest.raises(ModelDirError) as caught:
+        Transcriber.from_pretrained(model_dir, device="cpu")
+    assert str(caught.value) == expected
+    cfg = train_config(tmp_path / "new", tmp_path / "train.jsonl", f"trainer.init_from={model_dir}")
+    with pytest.raises(TrainingError, match=f"^trainer.init_from: {re.escape(expected)}$"):
+        Trainer(cfg)
+    assert time.perf_counter() - started < 5
+    result = subprocess.run([sys.executable, "-m", "asr.transcribe", "--model", str(model_dir),
+                             str(fsdd_file(1))], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stderr) == (1, f"error: {expected}\n")
+
+
+@pytest.mark.parametrize("extra,problem", [
+    ("\ndeep: " + "[" * 40 + "]" * 40 + "\n", "YAML nested deeper than 32 levels; refused"),
+    ("\nsneaky: ${oc.env:HOME}\n", "sneaky: interpolations are not allowed (a model directory's "
+                                   "config is saved resolved)"),
+    ("\n" + "#" * (1 << 20), "the config is larger than 1048576 bytes; refused"),
+])
+def test_configs_that_only_a_loader_would_choke_on_are_refused(model_dir, extra, problem):
+    config = model_dir / CONFIG
+    config.write_text(config.read_text() + extra)
+    with pytest.raises(ModelDirError) as caught:
+        load_model_dir(model_dir)
+    message = str(caught.value)
+    assert message.startswith(f"{config}") and message.endswith(problem)
+
+
+@pytest.mark.parametrize("key,value,problem", [
+    ("decode", 5, "decode must be a mapping, got 5"),
+    ("decode.colour", 1, "decode: unknown key(s) colour (expected some of beam_size, "),
+    ("decode.beam_size", 0, "decode.beam_size must be in [1, 64], got 0"),
+    ("decode.beam_size", "five", "decode.beam_size must be an integer, got 'five'"),
+    ("decode.max_len_ratio", 1e9, "decode.max_len_ratio must be in [0.01, 2], got 1000000000.0"),
+    ("decode.lead_in_ms", float("inf"), "decode.lead_in_ms must be a finite number, got inf"),
+    ("decode.kv_cache", "maybe", "decode.kv_cache must be true or false, got 'maybe'"),
+    ("model.n_encoder_layers", 10**7, "model.n_encoder_layers must be in [0, 128], got 10000000"),
+    ("model.n_head", 3, "model.n_head (3) must divide model.d_model (64)"),
+    ("model.colour", 1, "model: unknown key(s) colour (expected some of attention, "),
+    ("features.n_fft", 10**9, "features.n_fft must be in [16, 8192], got 1000000000"),
+    ("features.hop_ms", 0, "features.hop_ms must be in [0.1, 1000], got 0.0"),
+])
+def test_every_section_has_a_schema(model_dir, key, value, problem):
+    """Wrong types, unknown keys and values that would hang, exhaust memory or divide by zero
+    are refused with the key named; decode values are bounded."""
+    from asr.transcriber import Transcriber
+
+    config = OmegaConf.load(model_dir / CONFIG)
+    OmegaConf.update(config, key, value, force_add=True, merge=False)
+    (model_dir / CONFIG).write_text(OmegaConf.to_yaml(config))
+    with pytest.raises(ModelDirError) as caught:
+        Transcriber.from_pretrained(model_dir, device="cpu")
+    assert str(caught.value).startswith(f"{model_dir / CONFIG}: {problem}")
+
+
+def test_absurd_sizes_are_refused_before_anything_is_allocated(model_dir):
+    """d_model 16384 with 128 layers is within each field's range but would take hundreds of
+    GB: the network's shapes are compared with the weights on the meta device first."""
+    config = OmegaConf.load(model_dir / CONFIG)
+    config.model.d_model, config.model.d_ff = 16384, 65536
+    config.model.n_encoder_layers = config.model.n_decoder_layers = 128
+    (model_dir / CONFIG).write_text(OmegaConf.to_yaml(config))
+    peak, started = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter()
+    with pytest.raises(ModelDirError, match=rf"^{model_dir / WEIGHTS}: weights do not fit the "
+                                            r"config \(\d+ tensor\(s\) missing"):
+        load_model_dir(model_dir)
+    assert time.perf_counter() - started < 10
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1 << 20  # kB: 1 GB
+
+
+def edit_weights(path, edit) -> None:
+    """Apply `edit` to the saved weights: in place, or by returning what to save instead."""
+    state = torch.load(path, weights_only=True)
+    result = edit(state)
+    torch.save(result if isinstance(result, dict | list) else state, path)
+
+
+@pytest.mark.parametrize("edit,problem", [
+    (lambda s: s["ctc.bias"].fill_(float("nan")), "ctc.bias holds NaN or infinite values; refused"),
+    (lambda s: s["decoder.ln.weight"].__setitem__(0, float("inf")),
+     "decoder.ln.weight holds NaN or infinite values; refused"),
+    (lambda s: list(s.values()), "not a state dict (a mapping of names to tensors)"),
+    (lambda s: {**s, "ctc.bias": "zeros"}, "not a state dict (a mapping of names to tensors)"),
+    (lambda s: {**s, "ctc.bias": torch.zeros(7)},
+     "weights do not fit the config (ctc.bias is (7,), the config makes (20,))"),
+    (lambda s: {k: v for k, v in s.items() if k != "ctc.bias"},
+     "weights do not fit the config (1 tensor(s) missing, e.g. ctc.bias)"),
+])
+def test_weights_must_be_finite_tensors_of_the_configs_shapes(model_dir, edit, problem):
+    """NaN weights used to decode every input to nothing, with exit status 0."""
+    edit_weights(model_dir / WEIGHTS, edit)
+    with pytest.raises(ModelDirError) as caught:
+        load_model_dir(model_dir)
+    assert str(caught.value) == f"{model_dir / WEIGHTS}: {problem}"
+
+
+def test_the_tokenizer_must_be_the_models(model_dir):
+    path = model_dir / TOKENIZER
+    path.write_bytes(Tokenizer.train(["a b c d e f g h i j k l m n"] * 5, 30).model_proto)
+    with pytest.raises(ModelDirError, match=rf"^{path}: 30 pieces, the model's config says "
+                                            r"model.n_vocab=20$"):
+        load_model_dir(model_dir)
+    proto = io.BytesIO()  # sentencepiece's own special ids: <unk> = 0, no padding
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(["one two four"] * 5),
+                                   model_writer=proto, vocab_size=20, hard_vocab_limit=False,
+                                   minloglevel=2)
+    path.write_bytes(proto.getvalue())
+    with pytest.raises(ModelDirError, match=rf"^{path}: special ids \(pad, unk, bos, eos\) are "
+                                            r"\(-1, 0, 1, 2\), not \(0, 1, 2, 3\)"):
+        load_model_dir(model_dir)
+    path.write_bytes(b"")
+    with pytest.raises(ModelDirError, match=rf"^{path}: not a sentencepiece model"):
+        load_model_dir(model_dir)
+
+
+def test_special_files_and_huge_files_are_refused_without_reading(model_dir):
+    os.truncate(model_dir / WEIGHTS, 9 << 30)  # sparse: no disk used
+    with pytest.raises(ModelDirError, match=rf"^{model_dir / WEIGHTS}: larger than 8589934592 "
+                                            "bytes; refused$"):
+        load_model_dir(model_dir)
+    (model_dir / TOKENIZER).unlink()
+    os.mkfifo(model_dir / TOKENIZER)  # reading a FIFO would wait for a writer forever
+    with pytest.raises(ModelDirError, match=rf"^{model_dir / TOKENIZER}: not a regular file$"):
+        load_model_dir(model_dir)

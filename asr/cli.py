@@ -1,0 +1,61 @@
+"""What the command lines share: one-line errors and arguments checked as they are parsed.
+
+Every problem a command line reports is one line on stderr and a non-zero status: 2 for a
+malformed command (argparse's usage errors), 1 for inputs that cannot be used. Names from the
+outside (file names, transcripts) can hold newlines, tabs or terminal escapes, so they are
+escaped wherever a line-oriented format would break: in error lines and tab-separated output.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from asr.checkpoint import save_text
+
+_CONTROL = {code: f"\\x{code:02x}" for code in [*range(32), 127]} | {9: "\\t", 10: "\\n",
+                                                                     13: "\\r"}
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line (exit status 2)."""
+
+    def error(self, message: str) -> None:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see --help)\n")
+
+
+def one_line(text: str) -> str:
+    """`text` with control characters (newlines, tabs, escapes) written as `\\n`, `\\x1b`..."""
+    return text.translate(_CONTROL)
+
+
+def tsv_field(text: str) -> str:
+    """A field of tab-separated output: backslashes doubled, control characters escaped, so
+    that every record is one line and has its own number of fields."""
+    return one_line(text.replace("\\", "\\\\"))
+
+
+def print_error(problem: object) -> None:
+    """`error: problem` on stderr, on one line."""
+    print(f"error: {one_line(str(problem))}", file=sys.stderr, flush=True)
+
+
+def int_in(low: int, high: int):
+    """An argparse type: a whole number in [low, high]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], got {value}")
+        return value
+    return parse
+
+
+def save_report(report: dict, path: str | Path) -> None:
+    """Write a JSON report atomically; a ValueError naming the path if it cannot be written."""
+    try:
+        save_text(json.dumps(report, indent=2) + "\n", Path(path))
+    except OSError as err:
+        raise ValueError(f"{path}: cannot write the report ({err.strerror or err})") from None
