@@ -32,6 +32,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from asr import CONF_DIR
 from asr.actions import ActionsConfig, Assistant
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
@@ -40,7 +41,6 @@ from asr.intents import Intent, IntentParser, load_grammar
 from asr.transcriber import Transcriber
 from asr.vad import Endpointer, Utterance, VADConfig
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 Block = tuple[np.ndarray, float]  # samples and the time.monotonic() at which they were heard
 
 
