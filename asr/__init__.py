@@ -5,9 +5,17 @@ Data flows one way: audio (`asr.audio`, `asr.stream`) -> features (`asr.features
 `asr.Transcriber` puts them together: `Transcriber.from_pretrained(dir).transcribe(path).text`.
 """
 
+from pathlib import Path
+
 __version__ = "0.1.0"
 
-__all__ = ["Transcriber", "Transcript", "Segment"]
+_HERE = Path(__file__).resolve().parent
+# Hydra's config folder (the top-level `conf/` of the source tree, one group per part of asr/):
+# shipped inside the package as `asr/conf` by a wheel; in a checkout (an editable install, or
+# `python -m asr.train` from the source tree) it is the one next to the code being run.
+CONF_DIR = _HERE / "conf" if (_HERE / "conf").is_dir() else _HERE.parent / "conf"
+
+__all__ = ["Transcriber", "Transcript", "Segment", "Word"]
 
 
 def __getattr__(name: str):

@@ -1,4 +1,5 @@
-"""Audio in: any WAV/FLAC (rate, bit depth, channels) -> mono float32 at the model's rate.
+"""Audio in: any file soundfile reads (WAV, FLAC, OGG, MP3, ...; any rate, bit depth, channels)
+-> mono float32 at the model's rate.
 
 soundfile reads the file (torchaudio.load would need FFmpeg); torchaudio resamples. Every
 failure becomes one `AudioError` whose message starts with the file name, so a CLI can print

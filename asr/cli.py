@@ -31,8 +31,10 @@ def one_line(text: str) -> str:
 
 def tsv_field(text: str) -> str:
     """A field of tab-separated output: backslashes doubled, control characters escaped, so
-    that every record is one line and has its own number of fields."""
-    return one_line(text.replace("\\", "\\\\"))
+    that every record is one line and has its own number of fields; bytes of a file name that
+    are not UTF-8 as `\\udcXX`."""
+    escaped = one_line(text.replace("\\", "\\\\"))
+    return escaped.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def print_error(problem: object) -> None:

@@ -21,6 +21,9 @@ The pieces, each replaceable:
 - `ctc_greedy`: the CTC head's best path alone, the fast path (no decoder at all). It also
   guards the decoder: an utterance whose best CTC path is empty (every frame blank) has no
   words, whatever the attention decoder, which must say something, would invent.
+- `decode_hypotheses`: each transcript found with its scores (`teacher_forced`: average
+  log-probability, no-speech probability, confidence) and, if asked, its words' frames
+  (`asr.alignment`, CTC forced alignment).
 """
 
 import math
@@ -30,14 +33,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from asr.alignment import WordFrames, align_words
 from asr.lm import TokenLM
 from asr.model import DecoderCache, SpeechTransformer
 from asr.text import normalize_text
-from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, WORD_START
 from asr.untrusted import check_fields, check_ranges
 
 MODES = ("attention", "ctc_greedy")
-WORD_START = "\u2581"  # sentencepiece's mark on the first piece of a word
 
 
 @dataclass
@@ -97,15 +100,46 @@ def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor, options: Dec
     return decode_memory(model, memory, memory_lengths, options, pieces, lm)
 
 
+@dataclass
+class Hypothesis:
+    """A transcript found for one utterance, and how the model rates it."""
+
+    tokens: list[int]  # token ids, no BOS/EOS
+    avg_logprob: float  # attention decoder's log P per token, EOS included (teacher forced)
+    no_speech_prob: float  # attention decoder's P(EOS) as the first token: an empty transcript
+    confidence: float  # `confidence`: attention and CTC together, in (0, 1]
+    words: list[WordFrames] | None = None  # CTC forced alignment, when asked for and possible
+
+
+@torch.no_grad()
+def decode_hypotheses(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
+                      options: DecodingOptions, pieces: list[str] | None = None,
+                      lm: TokenLM | None = None, align: bool = False) -> list[Hypothesis]:
+    """`decode`, each transcript with its scores and, with `align` (needs the CTC head and
+    `pieces`), its words' encoder frames (lead-in included)."""
+    memory, memory_lengths = encode(model, *_lead_in(model, wave, lengths, options),
+                                    options.encoder_batch)
+    found = decode_memory(model, memory, memory_lengths, options, pieces, lm)
+    scores = teacher_forced(model, memory, memory_lengths, found)
+    words: list[list[WordFrames] | None] = [None] * len(found)
+    if align:
+        if model.ctc is None or pieces is None:
+            raise ValueError("word alignment needs a model with a CTC head and the tokenizer's "
+                             "pieces")
+        log_probs = model.ctc(memory).float().log_softmax(-1)
+        words = [align_words(log_probs[row, :int(n)], ids, pieces)
+                 for row, (ids, n) in enumerate(zip(found, memory_lengths, strict=True))]
+    return [Hypothesis(ids, att, no_speech, sure, timing) for ids, att, no_speech, sure, timing
+            in zip(found, *scores, words, strict=True)]
+
+
 @torch.no_grad()
 def decode_scored(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
                   options: DecodingOptions, pieces: list[str] | None = None,
                   lm: TokenLM | None = None) -> tuple[list[list[int]], list[float]]:
     """`decode`, and the `confidence` of each transcript found."""
-    memory, memory_lengths = encode(model, *_lead_in(model, wave, lengths, options),
-                                    options.encoder_batch)
-    found = decode_memory(model, memory, memory_lengths, options, pieces, lm)
-    return found, confidence(model, memory, memory_lengths, found)
+    found = decode_hypotheses(model, wave, lengths, options, pieces, lm)
+    return [h.tokens for h in found], [h.confidence for h in found]
 
 
 def _lead_in(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
@@ -117,15 +151,20 @@ def _lead_in(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
 
 
 @torch.no_grad()
-def confidence(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
-               found: list[list[int]], ctc_weight: float = 0.5) -> list[float]:
-    """How well the audio supports each transcript, in (0, 1]: exp of its per-token
-    log-probability, teacher forced, (1 - w) from the attention decoder (EOS included) and w
-    from the CTC head (the whole transcript against every frame).
+def teacher_forced(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+                   found: list[list[int]], ctc_weight: float = 0.5,
+                   ) -> tuple[list[float], list[float], list[float]]:
+    """Each transcript's `Hypothesis` scores: average log-probability per token (EOS
+    included) from the attention decoder, the decoder's probability of an empty transcript
+    (EOS first, as whisper's no-speech token: training pairs noise with empty transcripts),
+    and the `confidence`.
 
-    The attention decoder alone is a fluent language model over the training sentences and is
-    sure of an in-grammar sentence whatever was said; CTC has to account for every frame of
-    the audio, so speech that is not the transcript lowers the score.
+    Confidence is how well the audio supports a transcript, in (0, 1]: exp of its per-token
+    log-probability, (1 - w) from the attention decoder and w from the CTC head (the whole
+    transcript against every frame). The attention decoder alone is a fluent language model
+    over the training sentences and is sure of an in-grammar sentence whatever was said; CTC
+    has to account for every frame of the audio, so speech that is not the transcript lowers
+    the score.
     """
     lengths = torch.tensor([len(ids) for ids in found], device=memory.device)
     width = int(lengths.max()) + 1
@@ -137,13 +176,20 @@ def confidence(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
     targets[torch.arange(len(found)), lengths] = EOS_ID
     log_probs = model.decoder(inputs, memory, memory_lengths).float().log_softmax(-1)
     picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    score = (picked * (targets != PAD_ID)).sum(1) / (lengths + 1)
+    attention = (picked * (targets != PAD_ID)).sum(1) / (lengths + 1)
+    score = attention
     if model.ctc is not None:
         ctc = model.ctc(memory).float().log_softmax(-1).transpose(0, 1)
         path = F.ctc_loss(ctc, tokens[:, :-1] if width > 1 else tokens, memory_lengths, lengths,
                           blank=PAD_ID, reduction="none")  # inf: it cannot fit
-        score = (1 - ctc_weight) * score - ctc_weight * path / (lengths + 1)
-    return score.exp().tolist()
+        score = (1 - ctc_weight) * attention - ctc_weight * path / (lengths + 1)
+    return attention.tolist(), log_probs[:, 0, EOS_ID].exp().tolist(), score.exp().tolist()
+
+
+def confidence(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+               found: list[list[int]], ctc_weight: float = 0.5) -> list[float]:
+    """How well the audio supports each transcript, in (0, 1] (see `teacher_forced`)."""
+    return teacher_forced(model, memory, memory_lengths, found, ctc_weight)[2]
 
 
 def encode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,

@@ -37,6 +37,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from asr import CONF_DIR
 from asr.actions import ActionsConfig, Assistant
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
@@ -48,7 +49,6 @@ from asr.untrusted import from_section
 from asr.vad import VAD_RATES, Endpointer, Utterance, VADConfig
 
 PROG = "asr-demo"  # the name usage errors begin with
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 Block = tuple[np.ndarray, float]  # samples and the time.monotonic() at which they were heard
 
 

@@ -496,6 +496,13 @@ class SpeechTransformer(nn.Module):
                 block.mlp[0].weight.mul_(scale)
                 block.mlp[2].weight.mul_(scale)
 
+    @property
+    def frame_seconds(self) -> float:
+        """Seconds between encoder states: the front end's hop times the subsampling (frame
+        stacking, or conv2d's two stride-2 layers). State k starts at k * frame_seconds."""
+        factor = 4 if self.dims.subsampling == "conv2d" else self.encoder.stride
+        return factor * self.frontend.cfg.hop_length / self.frontend.cfg.sample_rate
+
     def encode(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Waveforms (batch, samples) -> encoder states and their lengths."""
         feats, frames = self.frontend(wave, lengths)

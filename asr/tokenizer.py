@@ -13,6 +13,7 @@ import sentencepiece as spm
 from asr.text import normalize_text
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+WORD_START = "\u2581"  # sentencepiece's mark on the first piece of a word
 
 
 class Tokenizer:

@@ -43,6 +43,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from asr import CONF_DIR
 from asr.audio import AudioError
 from asr.augment import AugmentConfig, Augmenter
 from asr.averaging import AVERAGED, EPOCHS, average_epochs, save_epoch_weights
@@ -646,11 +647,10 @@ def set_rng_states(states: dict) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
 
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 _started = False  # set once Hydra has composed a config and handed it over
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def main(cfg: DictConfig) -> None:
     global _started
     _started = True

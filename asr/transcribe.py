@@ -1,22 +1,32 @@
-"""Transcribe audio files: `python -m asr.transcribe --model DIR FILE [FILE ...]`.
+r"""Transcribe audio files: `python -m asr.transcribe --model DIR FILE [FILE ...]`.
 
 Prints `FILE<TAB>text` per file; `--timestamps` prints `FILE<TAB>start<TAB>end<TAB>text` per
-utterance instead; `--json` prints one JSON object per file (with `segments` under
-`--timestamps`). Files of any length are streamed and cut into utterances by the VAD. A file
-that cannot be read, at the start or halfway through, gets one error line on stderr; the
-others are still transcribed, and the exit status is 1. File names are written with
-backslashes doubled and tabs, newlines and other control characters escaped (`\\t`, `\\n`,
-`\\x1b`), so that every output line is one record of two (or four) fields.
+utterance instead, `--word-timestamps` the same per word; `--json` prints one JSON object per
+file (with `segments` under either). File names are written with backslashes doubled and
+tabs, newlines and other control characters escaped (`\t`, `\n`, `\x1b`), so every line keeps
+its columns. `--output-format` (and
+`--output-dir`) write files as whisper does instead: DIR/NAME.txt, .srt, .vtt, .tsv, .json
+for each input NAME.ext, nothing on stdout. Inputs are any format soundfile reads (WAV, FLAC,
+OGG, MP3, ...), of any rate and length; `-` reads one from stdin. Files of any length are
+streamed and cut into utterances by the VAD. A file that cannot be read gets one error line on
+stderr, at the start or halfway through; the others are still transcribed, and the exit
+status is 1.
 """
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from asr.audio import AudioError
-from asr.checkpoint import ModelDirError
+from asr.checkpoint import ModelDirError, save_text
 from asr.cli import ArgumentParser, int_in, print_error, tsv_field
 from asr.decoding import MODES
+from asr.formats import FORMATS, record, render
 from asr.stream import check_audio_file
 from asr.transcriber import MAX_BATCH, Transcriber, Transcript
 from asr.untrusted import UntrustedInputError, read_text
@@ -24,40 +34,119 @@ from asr.untrusted import UntrustedInputError, read_text
 PROG = "asr-transcribe"  # the name usage errors begin with
 MAX_WORDS_BYTES = 1 << 20  # a word list (a task's vocabulary)
 
+STDIN = "-"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+", help="WAV or FLAC files, any sample rate and length")
+    parser.add_argument("files", nargs="+", help="audio files in any format soundfile reads, "
+                                                 "any rate and length; - reads one from stdin")
     parser.add_argument("--model", required=True, help="model directory written by training")
     parser.add_argument("--json", action="store_true", help="one JSON object per file")
     parser.add_argument("--timestamps", action="store_true",
                         help="print each utterance with its start and end (seconds)")
+    parser.add_argument("--word-timestamps", action="store_true",
+                        help="time every word (CTC forced alignment): a line per word, and "
+                             "words in the json, srt and vtt files")
+    parser.add_argument("--output-format", choices=(*FORMATS, "all"),
+                        help="write a file of this format per input instead of printing "
+                             "(default with --output-dir: all)")
+    parser.add_argument("--output-dir", help="where --output-format files go (default: .)")
+    parser.add_argument("--highlight-words", action="store_true",
+                        help="srt/vtt: a cue per word, underlined (needs --word-timestamps)")
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
+    if args.highlight_words and not args.word_timestamps:
+        parser.error("--highlight-words needs --word-timestamps")
+    if args.files.count(STDIN) > 1:
+        parser.error("- (stdin) can be given once")
+    formats = output_formats(args.output_format, args.output_dir)
+    if formats:
+        clash = first_clash(args.files)
+        if clash:
+            parser.error(f"{clash[0]} and {clash[1]} would both write "
+                         f"{output_stem(clash[0])}.* in the output folder")
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device,
                                                   batch_size=args.batch_size,
                                                   **decoding_overrides(args))
+        if args.word_timestamps and transcriber.model.ctc is None:
+            raise ValueError(f"{args.model}: --word-timestamps needs a model with a CTC head")
     except (ModelDirError, ValueError) as err:
         print_error(err)
         return 1
-    names, failed = [], 0
-    for name in args.files:
-        try:
-            check_audio_file(name)
-            names.append(name)
-        except AudioError as err:
-            print_error(err)
-            failed += 1
-    # a file that goes bad after its first block is reported in its place; the others stand
-    results = transcriber.transcribe(names, on_error="return") if names else []
-    for name, result in zip(names, results, strict=True):
-        if isinstance(result, AudioError):
-            print_error(result)
-            failed += 1
-        else:
-            print(format_result(name, result, args.json, args.timestamps), flush=True)
+    with stdin_file(STDIN in args.files) as stdin_path:
+        paths = {name: stdin_path if name == STDIN else name for name in args.files}
+        names, failed = [], 0
+        for name in args.files:
+            try:
+                check_audio_file(paths[name])
+                names.append(name)
+            except AudioError as err:
+                print_error(f"{name}: {err.problem}")
+                failed += 1
+        results = transcriber.transcribe_each([paths[n] for n in names],
+                                              word_timestamps=args.word_timestamps)
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, AudioError):  # went bad after its first block
+                print_error(f"{name}: {result.problem}")
+                failed += 1
+            elif formats:
+                failed += not write_outputs(name, result, formats, Path(args.output_dir or "."),
+                                            args.highlight_words)
+            else:
+                print(format_result(name, result, args.json, args.timestamps,
+                                    args.word_timestamps), flush=True)
     return 1 if failed else 0
+
+
+def output_formats(output_format: str | None, output_dir: str | None) -> list[str]:
+    """The formats to write; none (print to stdout) unless a format or a folder is named."""
+    if output_format is None and output_dir is None:
+        return []
+    return list(FORMATS) if output_format in (None, "all") else [output_format]
+
+
+def output_stem(name: str) -> str:
+    """An input's output files are named after it: a.wav -> a.srt; stdin -> stdin.srt."""
+    return "stdin" if name == STDIN else Path(name).stem
+
+
+def first_clash(names: list[str]) -> tuple[str, str] | None:
+    """Two inputs whose output files would have the same names, if any."""
+    seen: dict[str, str] = {}
+    for name in names:
+        stem = output_stem(name)
+        if stem in seen:
+            return seen[stem], name
+        seen[stem] = name
+    return None
+
+
+def write_outputs(name: str, result: Transcript, formats: list[str], folder: Path,
+                  highlight_words: bool) -> bool:
+    """Write one input's files (each atomically); False, after an error line, if one fails."""
+    for fmt in formats:
+        path = folder / f"{output_stem(name)}.{fmt}"
+        try:
+            save_text(render(result, fmt, name, highlight_words), path)
+        except OSError as err:
+            print_error(f"{path}: cannot write ({err.strerror or err})")
+            return False
+    return True
+
+
+@contextmanager
+def stdin_file(needed: bool) -> Iterator[str]:
+    """stdin copied to a temporary file (soundfile needs to seek), removed afterwards."""
+    if not needed:
+        yield STDIN
+        return
+    with tempfile.TemporaryDirectory(prefix="asr-stdin-") as folder:
+        path = Path(folder) / "stdin"
+        with path.open("wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        yield str(path)
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,17 +183,17 @@ def read_words(path: str) -> list[str]:
     return words
 
 
-def format_result(name: str, result: Transcript, as_json: bool, timestamps: bool) -> str:
+def format_result(name: str, result: Transcript, as_json: bool, timestamps: bool,
+                  word_timestamps: bool = False) -> str:
     if as_json:
-        record = {"file": name, "text": result.text}
-        if timestamps:
-            record["segments"] = [{"start": s.start, "end": s.end, "text": s.text}
-                                  for s in result.segments]
-        return json.dumps(record)
-    name = tsv_field(name)
+        return json.dumps(record(name, result, segments=timestamps or word_timestamps))
+    field = tsv_field(name)
+    if word_timestamps:
+        return "\n".join(f"{field}\t{w.start:.2f}\t{w.end:.2f}\t{w.word}"
+                         for s in result.segments for w in s.words or [])
     if timestamps:
-        return "\n".join(f"{name}\t{s.start:.2f}\t{s.end:.2f}\t{s.text}" for s in result.segments)
-    return f"{name}\t{result.text}"
+        return "\n".join(f"{field}\t{s.start:.2f}\t{s.end:.2f}\t{s.text}" for s in result.segments)
+    return f"{field}\t{result.text}"
 
 
 if __name__ == "__main__":

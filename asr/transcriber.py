@@ -3,18 +3,21 @@
     from asr import Transcriber
     t = Transcriber.from_pretrained("exp/voice_commands", device="cpu")
     t.transcribe("command.wav").text        # "show me my photos please"
-    t.transcribe("lecture.flac").segments   # [Segment(start=0.63, end=2.91, text="..."), ...]
+    t.transcribe("lecture.flac").segments   # [Segment(start=0.63, end=2.91, text="...", ...), ...]
     t.transcribe(["a.wav", "b.flac"])       # [Transcript, Transcript], decoded in batches
+    t.transcribe("talk.ogg", word_timestamps=True).segments[0].words   # [Word(...), ...]
 
 Audio of any length is streamed (`asr.stream`), cut into utterances by the voice activity
 detector (`asr.vad`) and the utterances of all inputs are decoded together in batches, so
 memory stays bounded and a stretch of silence is never handed to the decoder to invent words
-for. The evaluate and transcribe command lines are thin wrappers around this class.
+for. Each segment carries the decoder's scores (whisper's `avg_logprob` and `no_speech_prob`,
+and the acoustic `confidence`) and, with `word_timestamps`, its words timed by the CTC head
+(`asr.alignment`). The evaluate and transcribe command lines are thin wrappers around this
+class.
 """
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +26,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from asr.audio import MAX_SECONDS, AudioError, load_audio, prepare_array
 from asr.checkpoint import CONFIG, ModelDirError, load_model_dir, section
-from asr.decoding import DecodingOptions, decode, decode_scored
+from asr.decoding import DecodingOptions, Hypothesis, decode, decode_hypotheses, decode_scored
 from asr.lm import TokenLM, load_lm
 from asr.model import SpeechTransformer
 from asr.stream import stream_array, stream_file
@@ -37,12 +40,27 @@ MAX_BATCH = 4096  # utterances decoded at once
 
 
 @dataclass
+class Word:
+    """One word of a segment and where it lies in the input (seconds), from CTC alignment."""
+
+    word: str
+    start: float
+    end: float
+    probability: float  # mean CTC probability of its tokens on the frames aligned to them
+
+
+@dataclass
 class Segment:
-    """One utterance found by the VAD: where it lies in the input (seconds) and its text."""
+    """One utterance found by the VAD: where it lies in the input (seconds), its text, and how
+    sure the model is of it."""
 
     start: float
     end: float
     text: str
+    avg_logprob: float  # attention decoder's log-probability per token, EOS included
+    no_speech_prob: float  # attention decoder's probability that nothing was said
+    confidence: float  # acoustic confidence in (0, 1]: attention and CTC together
+    words: list[Word] | None = None  # with word_timestamps ([] if CTC could not align it)
 
 
 @dataclass
@@ -102,6 +120,7 @@ class Transcriber:
         self.device = next(model.parameters()).device
         self.lm = load_lm(self.options.lm, tokenizer, self.device) if self.options.lm else None
         self.sample_rate = model.frontend.cfg.sample_rate
+        self.pieces = tokenizer.pieces  # for word lists and word timings
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, device: str = "auto",
@@ -125,25 +144,41 @@ class Transcriber:
         return prepare_array(audio, rate, self.sample_rate)
 
     def transcribe(self, audio: AudioInput | list[AudioInput], sample_rate: int | None = None,
-                   on_error: str = "raise") -> Transcript | list[Transcript | AudioError]:
+                   word_timestamps: bool = False, on_error: str = "raise"
+                   ) -> Transcript | list[Transcript | AudioError]:
         """Transcribe one input (returns a Transcript) or a list (a list, in order).
 
-        Arrays are taken at `sample_rate` (default: the model's rate). An input that cannot
-        be read raises its AudioError (`on_error="raise"`), or (`"return"`) takes that
-        AudioError's place in the results while the other inputs are transcribed as usual.
+        Arrays are taken at `sample_rate` (default: the model's rate). `word_timestamps`
+        times every word (needs the CTC head). An input that cannot be read raises its
+        AudioError (`on_error="raise"`), or (`"return"`) takes that AudioError's place in the
+        results while the other inputs are transcribed as usual.
         """
         if on_error not in ("raise", "return"):
             raise ValueError(f"on_error must be 'raise' or 'return', got {on_error!r}")
         inputs = audio if isinstance(audio, list) else [audio]
-        failed: dict[int, AudioError] | None = {} if on_error == "return" else None
-        segments: list[list[Segment]] = [[] for _ in inputs]
-        utterances = self._utterances(inputs, sample_rate, failed)
-        for index, utterance, text in self._decode_stream(utterances):
-            if text:
-                segments[index].append(Segment(*self._speech_span(utterance), text))
-        results = [(failed or {}).get(index) or Transcript(" ".join(s.text for s in segs), segs)
-                   for index, segs in enumerate(segments)]
+        results = []
+        for result in self.transcribe_each(inputs, sample_rate, word_timestamps):
+            if isinstance(result, AudioError) and on_error == "raise":
+                raise result
+            results.append(result)
         return results if isinstance(audio, list) else results[0]
+
+    def transcribe_each(self, inputs: Iterable[AudioInput], sample_rate: int | None = None,
+                        word_timestamps: bool = False) -> Iterator[Transcript | AudioError]:
+        """One result per input, in order, each as soon as its last utterance is decoded: its
+        Transcript, or the AudioError that stopped it being read (the others go on)."""
+        if word_timestamps and self.model.ctc is None:
+            raise ValueError("word timestamps need a model with a CTC head (model.ctc_weight > 0)")
+        segments: list[Segment] = []
+        for item, found in self._decode_stream(self._utterances(inputs, sample_rate),
+                                               word_timestamps):
+            if isinstance(item, Utterance):
+                text = self.tokenizer.decode(found.tokens)
+                if text:
+                    segments.append(self._segment(item, found, text, word_timestamps))
+                continue
+            yield item or Transcript(" ".join(s.text for s in segments), segments)
+            segments = []
 
     def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
@@ -168,18 +203,17 @@ class Transcriber:
                 results[i] = result
         return results
 
-    def _utterances(self, inputs: list[AudioInput], sample_rate: int | None,
-                    failed: dict[int, AudioError] | None = None,
-                    ) -> Iterator[tuple[int, Utterance]]:
-        """(input index, utterance) for every utterance of every input, in order; an input
-        that cannot be read raises, or given `failed`, is entered there and skipped."""
-        for index, audio in enumerate(inputs):
+    def _utterances(self, inputs: Iterable[AudioInput], sample_rate: int | None,
+                    ) -> Iterator[Utterance | AudioError | None]:
+        """Every utterance of every input, in order; after each input's last one, None, or the
+        AudioError that cut it short."""
+        for audio in inputs:
             try:
-                yield from ((index, u) for u in self._input_utterances(audio, sample_rate))
+                yield from self._input_utterances(audio, sample_rate)
             except AudioError as err:
-                if failed is None:
-                    raise
-                failed[index] = err
+                yield err
+            else:
+                yield None
 
     def _input_utterances(self, audio: AudioInput, sample_rate: int | None,
                           ) -> Iterator[Utterance]:
@@ -206,21 +240,70 @@ class Transcriber:
         return (round(min(utterance.start + pad, middle), 3),
                 round(max(utterance.end - pad, middle), 3))
 
-    def _decode_stream(self, items: Iterable[tuple[int, Utterance]],
-                       ) -> Iterator[tuple[int, Utterance, str]]:
-        """Decode utterances `batch_size` at a time, as they come (bounded memory)."""
-        items = iter(items)
-        while batch := list(islice(items, self.batch_size)):
-            texts = self.transcribe_waves([torch.from_numpy(u.samples) for _, u in batch])
-            for (index, utterance), text in zip(batch, texts, strict=True):
-                yield index, utterance, text
+    def _segment(self, utterance: Utterance, found: Hypothesis, text: str,
+                 word_timestamps: bool) -> Segment:
+        start, end = self._speech_span(utterance)
+        words = self._words(utterance, found, start, end) if word_timestamps else None
+        return Segment(start, end, text, found.avg_logprob, found.no_speech_prob,
+                       found.confidence, words)
+
+    def _words(self, utterance: Utterance, found: Hypothesis, start: float,
+               end: float) -> list[Word]:
+        """The aligned words in seconds into the input, within the segment [start, end].
+
+        A word starts where the CTC head first emits it and lasts until the next word starts
+        (the last one until the segment ends): CTC emits a token on a frame or two, usually
+        early in its sound, then blanks, so the frames it aligns mark where words begin, not
+        where their sound stops. The aligned frames come in order, so the times do too.
+        """
+        origin = utterance.start - self.options.lead_in_ms / 1000
+        step = self.model.frame_seconds
+        timed = [(self.tokenizer.decode(w.ids), w) for w in found.words or []]
+        timed = [(text, w) for text, w in timed if text]
+        starts = [min(max(round(origin + w.start * step, 3), start), end) for _, w in timed]
+        ends = starts[1:] + [end]
+        return [Word(text, first, last, w.probability)
+                for (text, w), first, last in zip(timed, starts, ends, strict=True)]
+
+    def _decode_stream(self, items: Iterable[Utterance | AudioError | None], align: bool,
+                       ) -> Iterator[tuple[Utterance | AudioError | None, Hypothesis | None]]:
+        """Decode utterances `batch_size` at a time, as they come (bounded memory); every item
+        comes out in order, an utterance with its Hypothesis, an end of input with None."""
+        pending: list[Utterance | AudioError | None] = []
+        count = 0  # utterances in `pending`
+        for item in items:
+            if not isinstance(item, Utterance) and not count:
+                yield item, None  # nothing before it waits to be decoded
+                continue
+            pending.append(item)
+            count += isinstance(item, Utterance)
+            if count == self.batch_size:
+                yield from self._flush(pending, align)
+                pending, count = [], 0
+        yield from self._flush(pending, align)
+
+    def _flush(self, pending: list[Utterance | AudioError | None], align: bool,
+               ) -> Iterator[tuple[Utterance | AudioError | None, Hypothesis | None]]:
+        waves = [torch.from_numpy(p.samples) for p in pending if isinstance(p, Utterance)]
+        found = iter(self._hypotheses(waves, align) if waves else [])
+        for item in pending:
+            yield item, next(found) if isinstance(item, Utterance) else None
+
+    def _padded(self, waves: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """One batch on the model's device: padded waveforms and their lengths."""
+        lengths = torch.tensor([len(w) for w in waves], device=self.device)
+        return pad_sequence(waves, batch_first=True).to(self.device), lengths
+
+    def _hypotheses(self, waves: list[torch.Tensor], align: bool) -> list[Hypothesis]:
+        """One batch, decoded with scores (and word frames with `align`)."""
+        return decode_hypotheses(self.model, *self._padded(waves), self.options, self.pieces,
+                                 self.lm, align)
 
     def _decode(self, waves: list[torch.Tensor], scored: bool) -> list[tuple[str, float]]:
-        wave = pad_sequence(waves, batch_first=True).to(self.device)
-        lengths = torch.tensor([len(w) for w in waves], device=self.device)
+        wave, lengths = self._padded(waves)
         if not scored:
             texts = decode_texts(self.model, self.tokenizer, wave, lengths, self.options, self.lm)
             return [(text, 1.0) for text in texts]
-        pieces = self.tokenizer.pieces if self.options.words is not None else None
+        pieces = self.pieces if self.options.words is not None else None
         found, sure = decode_scored(self.model, wave, lengths, self.options, pieces, self.lm)
         return [(self.tokenizer.decode(ids), p) for ids, p in zip(found, sure, strict=True)]

@@ -7,6 +7,8 @@ import pytest
 import soundfile as sf
 from hydra import compose, initialize_config_dir
 
+from asr import CONF_DIR
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 FSDD = SHARED / "fsdd" / "recordings"
@@ -50,7 +52,7 @@ def noise_clips(start: int, count: int) -> list[Path]:
 
 def train_config(tmp: Path, manifest: Path, *overrides: str):
     """The real training config (conf/train.yaml) with test overrides."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("train", overrides=[
             f"data.train_manifest={manifest}", f"data.dev_manifest={manifest}",
             f"trainer.out_dir={tmp / 'model'}", "trainer.progress=false", "model=tiny",

@@ -6,8 +6,9 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from asr import CONF_DIR
 from asr import scheduler as schedules
-from conftest import ROOT, train_config
+from conftest import train_config
 
 
 def lrs(make, steps: int, lr: float = 2e-3, betas=(0.9, 0.98), **kwargs) -> list[float]:
@@ -68,7 +69,7 @@ def test_cosine_needs_an_end_after_its_warmup():
         schedules.warmup_cosine(sgd, warmup_steps=100, total_steps=100)
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "conf" / "scheduler").glob("*.yaml")))
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "scheduler").glob("*.yaml")))
 @pytest.mark.parametrize("optim", ["adam", "adamw", "radam"])
 def test_every_config_choice_instantiates(tmp_path, name, optim):
     cfg = train_config(tmp_path, tmp_path / "unused.jsonl", f"scheduler={name}", f"optim={optim}")

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 
+from asr import CONF_DIR
 from asr.audio import load_audio
 from asr.data import DurationBatchSampler
 from asr.features import FeatureConfig, FrontEnd, padding_mask
@@ -31,7 +32,6 @@ from asr.model import ModelDimensions, SpeechTransformer, sinusoids
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from asr.train import clip_gradients
 from bench_common import (
-    ROOT,
     alternate,
     base_parser,
     cathy,
@@ -49,7 +49,7 @@ Batch = dict[str, Tensor]
 
 def default_config(overrides: list[str]) -> tuple[ModelDimensions, FeatureConfig, dict]:
     """The default training config (conf/train.yaml) with Hydra-style overrides."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     model = OmegaConf.to_container(cfg.model, resolve=True)
     features = FeatureConfig(**OmegaConf.to_container(cfg.features, resolve=True))

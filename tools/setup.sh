@@ -28,6 +28,8 @@ fi
 # Reinstall only when the declared dependencies change.
 if ! cmp -s pyproject.toml .venv/.asr-pyproject; then
   echo "setup: installing asr and its dependencies into .venv (torch is large: a few minutes)"
+  # an install under the distribution's former name, asr, would linger beside it: remove it
+  if .venv/bin/pip show --quiet asr 2>/dev/null; then .venv/bin/pip uninstall --quiet -y asr; fi
   .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true
   .venv/bin/python -c "import asr.train, torchaudio" 
