@@ -4,7 +4,9 @@ The CTC head scores every encoder frame against every token. torchaudio's `force
 finds the single path through the frames that emits exactly the transcript's tokens (blanks
 between them) with the highest probability; each token then owns the frames of its run on
 that path. A word is the run of its BPE pieces: sentencepiece marks a word's first piece
-with WORD_START. Times here are encoder frames; `asr.transcriber` turns them into seconds.
+with WORD_START. `align_words` works in encoder frames (`asr.transcriber` turns them into
+seconds); `align_text` times the words of any text in a waveform, in seconds. CTC's peaky
+outputs make a word's span start late and end early rather than cover the whole word.
 """
 
 from dataclasses import dataclass
@@ -13,7 +15,8 @@ import torch
 import torchaudio.functional as AF
 from torch import Tensor
 
-from asr.tokenizer import PAD_ID, WORD_START
+from asr.model import SpeechTransformer
+from asr.tokenizer import PAD_ID, WORD_START, Tokenizer
 
 
 @dataclass(frozen=True)
@@ -45,3 +48,25 @@ def align_words(log_probs: Tensor, ids: list[int], pieces: list[str]) -> list[Wo
         words.append(WordFrames(ids[first:end], part[0].start, part[-1].end,
                                 sum(span.score for span in part) / len(part)))
     return words
+
+
+@dataclass(frozen=True)
+class WordTime:
+    word: str
+    start: float  # seconds from the waveform's start
+    end: float
+
+
+@torch.no_grad()
+def align_text(model: SpeechTransformer, tokenizer: Tokenizer, wave: Tensor,
+               text: str) -> list[WordTime]:
+    """Each word of `text` (as the tokenizer spells it) with its time in `wave`; [] when the
+    text is empty or cannot fit into the audio."""
+    if model.ctc is None:
+        raise ValueError("word times need a CTC head (model.ctc_weight > 0)")
+    device = next(model.parameters()).device
+    memory, lengths = model.encode(wave[None].to(device), torch.tensor([len(wave)], device=device))
+    log_probs = model.ctc(memory).float().log_softmax(-1)[0, :int(lengths[0])].cpu()
+    words = align_words(log_probs, tokenizer.encode(text), tokenizer.pieces) or []
+    step = model.frame_seconds
+    return [WordTime(tokenizer.decode(w.ids), w.start * step, w.end * step) for w in words]

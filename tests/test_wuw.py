@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from asr.align import WordTime, align_words
+from asr.alignment import WordTime, align_text
 from asr.audio import load_audio
 from asr.checkpoint import load_model_dir
 from asr.text import normalize_transcription
@@ -185,7 +185,7 @@ def test_a_few_training_steps_then_scoring(prepared, tmp_path):
     model, tokenizer, _ = load_model_dir(tmp_path / "model")
     sentence = picked[-1]
     wave = load_audio(sentence["audio_filepath"], 16000)
-    words = align_words(model, tokenizer, wave, sentence["text"])
+    words = align_text(model, tokenizer, wave, sentence["text"])
     assert [w.word for w in words] == sentence["text"].split()
     times = [t for w in words for t in (w.start, w.end)]
     assert times == sorted(times) and 0 <= times[0] and times[-1] <= sentence["duration"]

@@ -6,7 +6,7 @@
 Each sentence of the manifest whose keyword has a time in the corpus (`keyword_start`,
 `keyword_end`; 147 of the 155 test sentences) is transcribed by the model (its saved decoding
 settings, whole utterance, no VAD), and every word of the transcript is given a time by CTC
-forced alignment (`asr.align`). Then, per sentence:
+forced alignment (`asr.alignment`). Then, per sentence:
 
 - a *detection*: the transcript has the sentence's keyword at a time that overlaps the
   reference span widened by `--tolerance` seconds on each side (the first such occurrence);
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from asr.align import align_words
+from asr.alignment import align_text
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError, save_text
 from asr.data import ManifestError, iter_manifest
@@ -78,7 +78,7 @@ def spot(model_dir: Path, manifest: Path, tolerance: float) -> dict:
     texts = transcriber.transcribe_waves(waves)
     sentences = []
     for (row, _), wave, text in zip(timed, waves, texts, strict=True):
-        words = align_words(transcriber.model, transcriber.tokenizer, wave, text)
+        words = align_text(transcriber.model, transcriber.tokenizer, wave, text)
         result = score_sentence(words, row["keyword"], row["keyword_start"], row["keyword_end"],
                                 tolerance, row["text"])
         sentences.append({"audio_filepath": row["audio_filepath"], "reference": row["text"],
