@@ -37,7 +37,6 @@ model=exp/$name
 
 $py -m recipes.voice_commands.prepare --grammar "$grammar" --out "$data" \
   ${REAL_ROOT:+--real-root "$REAL_ROOT"}
-[ -f data/rirs/rirs.jsonl ] || $py -m asr.rooms --out data/rirs --count 100  # rooms to train in
 $py -m asr.train experiment=voice_commands data.root="$data" trainer.out_dir="$model" \
   trainer.resume=true "${overrides[@]}"
 cp "$data/grammar.yaml" "$model/grammar.yaml"
