@@ -182,4 +182,4 @@ def test_argument_clashes_are_refused_before_loading(tmp_path, capsys):
         with pytest.raises(SystemExit) as stop:
             main(["--model", str(tmp_path / "none"), *args])
         assert stop.value.code == 2
-        assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {problem}")
+        assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {problem} (see --help)")
