@@ -111,7 +111,7 @@ def test_every_console_script_answers_help(installed):
 
 def test_train_config_composes_from_the_package(installed):
     job = installed["run"]("asr-train", "experiment=voice_commands", "--cfg", "job").stdout
-    assert "speed:\n      enabled: true\n      factors:\n      - 0.9" in job
+    assert "speed:\n      enabled: false\n      factors:\n      - 0.9" in job  # the experiment's block
     bad = installed["run"]("asr-train", "model=huge", check=False)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert bad.stderr.splitlines()[-1].startswith("hint: config groups: data=cathy|fsdd|")
