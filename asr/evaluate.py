@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device, vad=None,
                                                   batch_size=args.batch_size,
-                                                  **decoding_overrides(args))
+                                                  backend=args.backend, **decoding_overrides(args))
         result = evaluate(transcriber, args.manifest)
     except (AudioError, ManifestError, ModelDirError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

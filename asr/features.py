@@ -83,14 +83,14 @@ def vtlp_warp(power: torch.Tensor, alpha: torch.Tensor, boundary: float = 0.6) -
 
 
 def dft_kernels(cfg: FeatureConfig, window: torch.Tensor) -> torch.Tensor:
-    """(2 * bins, 1, n_fft) real and imaginary DFT kernels of the windowed frames, the window
-    centred in n_fft as torch.stft centres it; computed in float64."""
-    bins = cfg.n_fft // 2 + 1
-    left = (cfg.n_fft - cfg.win_length) // 2
-    window = nn.functional.pad(window.double(), (left, cfg.n_fft - cfg.win_length - left))
+    """(2 * bins, 1, win_length) real and imaginary DFT kernels of the windowed frames; only
+    the window's span, which torch.stft centres in n_fft (outside it the window is zero, so
+    those samples add nothing). Computed in float64."""
+    bins, left = cfg.n_fft // 2 + 1, (cfg.n_fft - cfg.win_length) // 2
     phase = 2 * torch.pi / cfg.n_fft * torch.outer(
-        torch.arange(bins, dtype=torch.float64), torch.arange(cfg.n_fft, dtype=torch.float64))
-    return (torch.cat([phase.cos(), -phase.sin()]) * window).float().unsqueeze(1)
+        torch.arange(bins, dtype=torch.float64),
+        torch.arange(left, left + cfg.win_length, dtype=torch.float64))
+    return (torch.cat([phase.cos(), -phase.sin()]) * window.double()).float().unsqueeze(1)
 
 
 def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -148,12 +148,15 @@ class FrontEnd(nn.Module):
 
     def dft_power(self, wave: torch.Tensor) -> torch.Tensor:
         """`power` without complex numbers, which ONNX lacks: the windowed DFT as one strided
-        convolution with cosine and sine kernels (`dft_kernels`). In onnxruntime it runs as
-        fast as torch's FFT does in torch (2 threads), twice as fast as ONNX's own STFT
+        convolution with cosine and sine kernels (`dft_kernels`). In onnxruntime it runs about
+        as fast as torch's FFT does in torch (2 threads), twice as fast as ONNX's own STFT
         operator, and Conv is an operator every ONNX runtime has. Same values to float rounding
         (1e-6 relative)."""
-        bins = self.cfg.n_fft // 2 + 1
-        parts = nn.functional.conv1d(wave.unsqueeze(1), self.dft, stride=self.cfg.hop_length)
+        cfg, bins = self.cfg, self.cfg.n_fft // 2 + 1
+        left = (cfg.n_fft - cfg.win_length) // 2
+        frames = (wave.shape[-1] - cfg.n_fft) // cfg.hop_length + 1
+        span = wave[:, left:left + (frames - 1) * cfg.hop_length + cfg.win_length]
+        parts = nn.functional.conv1d(span.unsqueeze(1), self.dft, stride=cfg.hop_length)
         return parts[:, :bins].square() + parts[:, bins:].square()
 
     def raw(self, wave: torch.Tensor, lengths: torch.Tensor,

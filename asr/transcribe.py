@@ -16,7 +16,7 @@ from asr.audio import AudioError
 from asr.checkpoint import ModelDirError
 from asr.decoding import MODES
 from asr.stream import check_audio_file
-from asr.transcriber import Transcriber, Transcript
+from asr.transcriber import BACKENDS, Transcriber, Transcript
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device,
                                                   batch_size=args.batch_size,
-                                                  **decoding_overrides(args))
+                                                  backend=args.backend, **decoding_overrides(args))
     except (ModelDirError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             failed += 1
     try:
-        results = transcriber.transcribe(names) if names else []
+        results = transcriber.transcribe(names, show_progress=True) if names else []
     except AudioError as err:  # a file that went bad after its header was read
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -66,6 +66,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
                         help="silence put before each utterance, for clips cut tight to the speech")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--backend", choices=BACKENDS, default="torch",
+                        help="onnx: the graphs python -m asr.export wrote, in onnxruntime")
 
 
 def decoding_overrides(args: argparse.Namespace) -> dict:

@@ -5,6 +5,7 @@
     t.transcribe("command.wav").text        # "show me my photos please"
     t.transcribe("lecture.flac").segments   # [Segment(start=0.63, end=2.91, text="..."), ...]
     t.transcribe(["a.wav", "b.flac"])       # [Transcript, Transcript], decoded in batches
+    Transcriber.from_pretrained("exp/voice_commands", backend="onnx")  # its exported graphs
 
 Audio of any length is streamed (`asr.stream`), cut into utterances by the voice activity
 detector (`asr.vad`) and the utterances of all inputs are decoded together in batches, so
@@ -21,17 +22,20 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from asr.audio import load_audio, prepare_array
+from asr.audio import audio_duration, load_audio, prepare_array
 from asr.checkpoint import load_model_dir
-from asr.decoding import DecodingOptions, decode, decode_scored
+from asr.decoding import DecodingOptions, Network, as_network, decode, decode_scored
 from asr.lm import TokenLM, load_lm
 from asr.model import SpeechTransformer
+from asr.onnx_backend import OnnxNetwork
+from asr.progress import progress
 from asr.stream import stream_array, stream_file
 from asr.tokenizer import Tokenizer
 from asr.vad import Utterance, VADConfig, split_utterances
 
 AudioInput = str | Path | np.ndarray | torch.Tensor
 DEFAULT_VAD = VADConfig()
+BACKENDS = ("torch", "onnx")
 
 
 @dataclass
@@ -61,7 +65,7 @@ def pick_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def decode_texts(model: SpeechTransformer, tokenizer: Tokenizer, wave: torch.Tensor,
+def decode_texts(model: SpeechTransformer | Network, tokenizer: Tokenizer, wave: torch.Tensor,
                  lengths: torch.Tensor, options: DecodingOptions,
                  lm: TokenLM | None = None) -> list[str]:
     """One padded batch of waveforms -> transcripts (`lm`: the loaded `options.lm`)."""
@@ -72,26 +76,39 @@ def decode_texts(model: SpeechTransformer, tokenizer: Tokenizer, wave: torch.Ten
 class Transcriber:
     """A model, its tokenizer, decoding options and a VAD, ready to turn audio into text.
 
-    `vad=None` decodes every input whole, as one utterance (for pre-cut utterances, as in a
-    test manifest); otherwise inputs are cut into utterances first.
+    `model` is the torch model or another `asr.decoding.Network` (its ONNX export, on the
+    CPU). `vad=None` decodes every input whole, as one utterance (for pre-cut utterances, as
+    in a test manifest); otherwise inputs are cut into utterances first.
     """
 
-    def __init__(self, model: SpeechTransformer, tokenizer: Tokenizer,
+    def __init__(self, model: SpeechTransformer | Network, tokenizer: Tokenizer,
                  options: DecodingOptions | None = None,
                  vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16) -> None:
-        self.model, self.tokenizer = model.eval(), tokenizer
+        self.model, self.tokenizer = model, tokenizer
+        self.network = as_network(model)
         self.options = options or DecodingOptions()
         self.vad, self.batch_size = vad, batch_size
-        self.device = next(model.parameters()).device
+        if isinstance(model, SpeechTransformer):
+            model.eval()
+        self.device = next(model.parameters()).device if isinstance(model, SpeechTransformer) \
+            else torch.device("cpu")
         self.lm = load_lm(self.options.lm, tokenizer, self.device) if self.options.lm else None
-        self.sample_rate = model.frontend.cfg.sample_rate
+        self.sample_rate = self.network.sample_rate
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, device: str = "auto",
                         vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16,
-                        **options) -> "Transcriber":
-        """Load a model directory; `options` override the decoding settings it was saved with."""
-        model, tokenizer, config = load_model_dir(directory, pick_device(device))
+                        backend: str = "torch", **options) -> "Transcriber":
+        """Load a model directory; `options` override the decoding settings it was saved with.
+
+        `backend="onnx"` runs the graphs `python -m asr.export` wrote (DIR/onnx, or DIR itself
+        when it is an export directory) in onnxruntime, on the CPU."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be torch or onnx, got {backend!r}")
+        if backend == "onnx":
+            model, tokenizer, config = OnnxNetwork.load(directory)
+        else:
+            model, tokenizer, config = load_model_dir(directory, pick_device(device))
         saved = dict(config.get("decode", {}))
         saved.update(options)
         return cls(model, tokenizer, DecodingOptions(**saved), vad, batch_size)
@@ -103,18 +120,38 @@ class Transcriber:
         return prepare_array(audio, sample_rate or self.sample_rate, self.sample_rate)
 
     def transcribe(self, audio: AudioInput | list[AudioInput], sample_rate: int | None = None,
-                   ) -> Transcript | list[Transcript]:
+                   show_progress: bool = False) -> Transcript | list[Transcript]:
         """Transcribe one input (returns a Transcript) or a list (a list, in order).
 
-        Arrays are taken at `sample_rate` (default: the model's rate).
+        Arrays are taken at `sample_rate` (default: the model's rate). `show_progress`: a bar
+        of the seconds of audio transcribed (on a terminal, for work of more than a second).
         """
         inputs = audio if isinstance(audio, list) else [audio]
         segments: list[list[Segment]] = [[] for _ in inputs]
-        for index, utterance, text in self._decode_stream(self._utterances(inputs, sample_rate)):
-            if text:
-                segments[index].append(Segment(*self._speech_span(utterance), text))
+        starts = self._starts(inputs, sample_rate) if show_progress else None
+        with progress(total=starts[-1] if starts else None, desc="transcribing",
+                      disable=None if show_progress else True,
+                      bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of "
+                                 "audio [{elapsed}<{remaining}]") as bar:
+            for index, utterance, text in self._decode_stream(self._utterances(inputs,
+                                                                               sample_rate)):
+                if text:
+                    segments[index].append(Segment(*self._speech_span(utterance), text))
+                if starts:
+                    bar.update(starts[index] + utterance.end - bar.n)
+            if starts:
+                bar.update(starts[-1] - bar.n)
         results = [Transcript(" ".join(s.text for s in segs), segs) for segs in segments]
         return results if isinstance(audio, list) else results[0]
+
+    def _starts(self, inputs: list[AudioInput], sample_rate: int | None) -> list[float]:
+        """Where each input begins in all of them, and (last) their total, in seconds."""
+        starts = [0.0]
+        for audio in inputs:
+            seconds = audio_duration(audio) if isinstance(audio, str | Path) \
+                else len(audio) / (sample_rate or self.sample_rate)
+            starts.append(starts[-1] + seconds)
+        return starts
 
     def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
@@ -173,8 +210,9 @@ class Transcriber:
         wave = pad_sequence(waves, batch_first=True).to(self.device)
         lengths = torch.tensor([len(w) for w in waves], device=self.device)
         if not scored:
-            texts = decode_texts(self.model, self.tokenizer, wave, lengths, self.options, self.lm)
+            texts = decode_texts(self.network, self.tokenizer, wave, lengths, self.options,
+                                 self.lm)
             return [(text, 1.0) for text in texts]
         pieces = self.tokenizer.pieces if self.options.words is not None else None
-        found, sure = decode_scored(self.model, wave, lengths, self.options, pieces, self.lm)
+        found, sure = decode_scored(self.network, wave, lengths, self.options, pieces, self.lm)
         return [(self.tokenizer.decode(ids), p) for ids, p in zip(found, sure, strict=True)]
