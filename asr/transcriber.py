@@ -62,6 +62,7 @@ class Word:
     probability: float  # mean CTC probability of its tokens on the frames aligned to them
 
 
+@dataclass
 class Segment:
     """One utterance found by the VAD: where it lies in the input (seconds), its text, and how
     sure the model is of it."""
