@@ -72,7 +72,8 @@ def test_onnx_decodes_as_torch(overfit_model, exported, search):
 
 def test_onnx_transcribes_a_long_file_as_torch(overfit_model, exported, tmp_path):
     """The model directory itself serves backend="onnx" (its onnx/ folder); a recording of
-    four digits with pauses is cut by the VAD and timed alike."""
+    four digits with pauses is cut by the VAD and timed alike, word times (CTC alignment)
+    included; the scores agree to float rounding."""
     model_dir = tmp_path / "model"
     shutil.copytree(overfit_model[0], model_dir)
     (model_dir / "onnx").symlink_to(exported, target_is_directory=True)
@@ -82,9 +83,19 @@ def test_onnx_transcribes_a_long_file_as_torch(overfit_model, exported, tmp_path
         parts += [np.zeros(rate), wave]
     path = tmp_path / "digits.wav"
     sf.write(path, np.concatenate(parts + [np.zeros(rate)]), rate)
-    ours = Transcriber.from_pretrained(model_dir, "cpu").transcribe(path)
-    onnx = Transcriber.from_pretrained(model_dir, backend="onnx").transcribe(path)
-    assert onnx == ours  # text and every segment's times
+    ours = Transcriber.from_pretrained(model_dir, "cpu").transcribe(path, word_timestamps=True)
+    onnx = Transcriber.from_pretrained(model_dir, backend="onnx").transcribe(
+        path, word_timestamps=True)
+    assert onnx.text == ours.text
+    assert [(s.start, s.end, s.text, [(w.word, w.start, w.end) for w in s.words])
+            for s in onnx.segments] == \
+        [(s.start, s.end, s.text, [(w.word, w.start, w.end) for w in s.words])
+         for s in ours.segments]  # every segment's and word's times
+    for a, b in zip(onnx.segments, ours.segments, strict=True):  # scores, to float rounding
+        assert (a.avg_logprob, a.no_speech_prob, a.confidence) == pytest.approx(
+            (b.avg_logprob, b.no_speech_prob, b.confidence), abs=1e-5)
+        assert [w.probability for w in a.words] == pytest.approx(
+            [w.probability for w in b.words], abs=1e-5)
     assert len(ours.segments) >= 4 and {"one", "four", "seven", "nine"} <= set(ours.text.split())
 
 
