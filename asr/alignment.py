@@ -10,6 +10,7 @@ outputs make a word's span start late and end early rather than cover the whole 
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torchaudio.functional as AF
@@ -17,6 +18,9 @@ from torch import Tensor
 
 from asr.model import SpeechTransformer
 from asr.tokenizer import PAD_ID, WORD_START, Tokenizer
+
+if TYPE_CHECKING:
+    from asr.decoding import Network
 
 
 @dataclass(frozen=True)
@@ -58,15 +62,20 @@ class WordTime:
 
 
 @torch.no_grad()
-def align_text(model: SpeechTransformer, tokenizer: Tokenizer, wave: Tensor,
+def align_text(model: "SpeechTransformer | Network", tokenizer: Tokenizer, wave: Tensor,
                text: str) -> list[WordTime]:
     """Each word of `text` (as the tokenizer spells it) with its time in `wave`; [] when the
-    text is empty or cannot fit into the audio."""
-    if model.ctc is None:
+    text is empty or cannot fit into the audio. `model`: the torch model or any
+    `asr.decoding.Network` (its ONNX export)."""
+    from asr.decoding import as_network  # not at the top: asr.decoding imports this module
+
+    network = as_network(model)
+    if not network.has_ctc:
         raise ValueError("word times need a CTC head (model.ctc_weight > 0)")
-    device = next(model.parameters()).device
-    memory, lengths = model.encode(wave[None].to(device), torch.tensor([len(wave)], device=device))
-    log_probs = model.ctc(memory).float().log_softmax(-1)[0, :int(lengths[0])].cpu()
+    device = network.device
+    memory, lengths = network.encode(wave[None].to(device),
+                                     torch.tensor([len(wave)], device=device))
+    log_probs = network.ctc_logits(memory).float().log_softmax(-1)[0, :int(lengths[0])].cpu()
     words = align_words(log_probs, tokenizer.encode(text), tokenizer.pieces) or []
-    step = model.frame_seconds
+    step = network.frame_seconds
     return [WordTime(tokenizer.decode(w.ids), w.start * step, w.end * step) for w in words]

@@ -35,6 +35,10 @@ class Rotary(nn.Module):
         backward, instead of the dozen real slices, products and a stack it takes otherwise.
         """
         angle = positions.to(self.inv_freq.dtype)[:, None] * self.inv_freq
+        if torch.onnx.is_in_onnx_export():  # ONNX has no complex numbers: the same product
+            re, im = x.float().reshape(*x.shape[:-1], -1, 2).unbind(-1)
+            cos, sin = angle.cos(), angle.sin()
+            return torch.stack([re * cos - im * sin, re * sin + im * cos], -1).flatten(-2).type_as(x)
         pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
         turned = pairs * torch.polar(torch.ones_like(angle), angle)
         return torch.view_as_real(turned).flatten(-2).type_as(x)
@@ -85,16 +89,21 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor, window
     """
     batch, heads, time, head_dim = q.shape
     size = window
-    n_blocks = -(-time // size)
+    n_blocks = (time + size - 1) // size  # not -(-time // size): ONNX divides negatives towards 0
     pad = n_blocks * size - time
     span = size + 2 * window
 
-    def key_blocks(t: Tensor) -> Tensor:  # (batch, heads, time, d) -> (batch * blocks, heads, span, d)
-        t = F.pad(t, (0, 0, window, pad + window)).unfold(2, span, size)  # (b, h, n, d, span)
-        return t.permute(0, 2, 1, 4, 3).flatten(0, 1)
+    # Each block's keys by index (not `unfold`: its sizes are not traceable for ONNX).
+    around = (torch.arange(n_blocks, device=q.device)[:, None] * size
+              + torch.arange(span, device=q.device))  # (blocks, span) padded positions
 
-    queries = F.pad(q, (0, 0, 0, pad)).unflatten(2, (n_blocks, size)).transpose(1, 2).flatten(0, 1)
-    valid = F.pad(key_padding.float(), (window, pad + window)).unfold(1, span, size) > 0
+    def key_blocks(t: Tensor) -> Tensor:  # (batch, heads, time, d) -> (batch * blocks, heads, span, d)
+        t = F.pad(t, (0, 0, window, pad + window))[:, :, around]  # (b, h, n, span, d)
+        return t.transpose(1, 2).flatten(0, 1)
+
+    queries = F.pad(q, (0, 0, 0, pad)).reshape(batch, heads, n_blocks, size, head_dim)
+    queries = queries.transpose(1, 2).flatten(0, 1)
+    valid = F.pad(key_padding.float(), (window, pad + window))[:, around] > 0
     distance = (torch.arange(span, device=q.device)[None, :] - window
                 - torch.arange(size, device=q.device)[:, None])  # key minus query position
     mask = (distance.abs() <= window) & valid.flatten(0, 1)[:, None, None, :] | (distance == 0)
@@ -102,5 +111,5 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor, window
         out = relative(queries, key_blocks(k), key_blocks(v), relative.bucket(distance), mask)
     else:
         out = F.scaled_dot_product_attention(queries, key_blocks(k), key_blocks(v), attn_mask=mask)
-    out = out.unflatten(0, (batch, n_blocks)).transpose(1, 2).flatten(2, 3)
+    out = out.reshape(batch, n_blocks, heads, size, head_dim).transpose(1, 2).flatten(2, 3)
     return out[:, :, :time]

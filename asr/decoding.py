@@ -3,6 +3,9 @@
 The pieces, each replaceable:
 
 - `DecodingOptions`: what to do (`conf/decode/*.yaml` fill it).
+- `Network`: what the search asks of a trained model (encode, CTC logits, decoder steps), so
+  that the same search runs the torch model (`TorchNetwork`) or its exported ONNX graphs
+  (`asr.onnx_backend.OnnxNetwork`).
 - `Inference`: next-token log-probabilities from the attention decoder, with a key/value cache
   (`CachedInference`: each step feeds only the new tokens) or without (`FullInference`:
   re-runs the whole prefix; kept as the reference the cache must reproduce exactly).
@@ -35,7 +38,7 @@ from torch import Tensor
 
 from asr.alignment import WordFrames, align_words
 from asr.lm import TokenLM
-from asr.model import DecoderCache, SpeechTransformer
+from asr.model import DecoderCache, ModelDimensions, SpeechTransformer, TextDecoder
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, WORD_START
 from asr.untrusted import check_fields, check_ranges
@@ -85,9 +88,87 @@ class DecodingOptions:
                              f"(decode.mode=ctc_greedy decodes with CTC alone)")
 
 
+class Network:
+    """What the search needs of a trained model, whatever runs it.
+
+    `memory` is what `encode` gives for each encoder frame, (batch, frames, ...): the search
+    only selects its rows, cuts and pads its frames and hands it back to these methods, so
+    each network keeps there what its decoder and CTC head need (the encoder states for
+    torch; the projected cross-attention keys/values and CTC logits for ONNX).
+    """
+
+    dims: ModelDimensions  # the architecture (vocabulary size, layers, ...)
+    sample_rate: int
+    has_ctc: bool
+    frame_seconds: float  # seconds between encoder frames (`asr.model.frame_seconds`)
+    device: torch.device  # where its inputs go
+
+    def encode(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Waveforms (batch, samples) -> memory and its lengths in frames."""
+        raise NotImplementedError
+
+    def ctc_logits(self, memory: Tensor) -> Tensor:
+        """(batch, frames, vocab) logits of the CTC head."""
+        raise NotImplementedError
+
+    def logits(self, tokens: Tensor, memory: Tensor, memory_lengths: Tensor) -> Tensor:
+        """The decoder's logits (batch, length, vocab) at every position of whole `tokens`."""
+        raise NotImplementedError
+
+    def inference(self, memory: Tensor, memory_lengths: Tensor, cached: bool) -> "Inference":
+        """Step-by-step next-token log-probabilities for a search over this memory."""
+        raise NotImplementedError
+
+
+class TorchNetwork(Network):
+    """The torch model itself (a live view: what it says follows the model, e.g. its device)."""
+
+    def __init__(self, model: SpeechTransformer) -> None:
+        self.model = model
+
+    @property
+    def dims(self) -> ModelDimensions:
+        return self.model.dims
+
+    @property
+    def sample_rate(self) -> int:
+        return self.model.frontend.cfg.sample_rate
+
+    @property
+    def has_ctc(self) -> bool:
+        return self.model.ctc is not None
+
+    @property
+    def frame_seconds(self) -> float:
+        return self.model.frame_seconds
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def encode(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        return self.model.encode(wave, lengths)
+
+    def ctc_logits(self, memory: Tensor) -> Tensor:
+        return self.model.ctc(memory)
+
+    def logits(self, tokens: Tensor, memory: Tensor, memory_lengths: Tensor) -> Tensor:
+        return self.model.decoder(tokens, memory, memory_lengths)
+
+    def inference(self, memory: Tensor, memory_lengths: Tensor, cached: bool) -> "Inference":
+        kind = CachedInference if cached else FullInference
+        return kind(self.model.decoder, memory, memory_lengths)
+
+
+def as_network(model: "SpeechTransformer | Network") -> Network:
+    """The search's view of a model: a torch model is wrapped, a Network passes as it is."""
+    return model if isinstance(model, Network) else TorchNetwork(model)
+
+
 @torch.no_grad()
-def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor, options: DecodingOptions,
-           pieces: list[str] | None = None, lm: TokenLM | None = None) -> list[list[int]]:
+def decode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
+           options: DecodingOptions, pieces: list[str] | None = None,
+           lm: TokenLM | None = None) -> list[list[int]]:
     """Token ids (no BOS/EOS) of the best transcript of each waveform in the batch.
 
     `pieces` (the tokenizer's piece of each id) are needed only for `options.words`, `lm` (the
@@ -95,9 +176,10 @@ def decode(model: SpeechTransformer, wave: Tensor, lengths: Tensor, options: Dec
     waveform: a model that heard a pause before the first word in training (synthetic speech,
     most recordings) mishears clips that start right on it (FSDD's).
     """
-    memory, memory_lengths = encode(model, *_lead_in(model, wave, lengths, options),
+    network = as_network(model)
+    memory, memory_lengths = encode(network, *_lead_in(network, wave, lengths, options),
                                     options.encoder_batch)
-    return decode_memory(model, memory, memory_lengths, options, pieces, lm)
+    return decode_memory(network, memory, memory_lengths, options, pieces, lm)
 
 
 @dataclass
@@ -112,21 +194,22 @@ class Hypothesis:
 
 
 @torch.no_grad()
-def decode_hypotheses(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
+def decode_hypotheses(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
                       options: DecodingOptions, pieces: list[str] | None = None,
                       lm: TokenLM | None = None, align: bool = False) -> list[Hypothesis]:
     """`decode`, each transcript with its scores and, with `align` (needs the CTC head and
     `pieces`), its words' encoder frames (lead-in included)."""
-    memory, memory_lengths = encode(model, *_lead_in(model, wave, lengths, options),
+    network = as_network(model)
+    memory, memory_lengths = encode(network, *_lead_in(network, wave, lengths, options),
                                     options.encoder_batch)
-    found = decode_memory(model, memory, memory_lengths, options, pieces, lm)
-    scores = teacher_forced(model, memory, memory_lengths, found)
+    found = decode_memory(network, memory, memory_lengths, options, pieces, lm)
+    scores = teacher_forced(network, memory, memory_lengths, found)
     words: list[list[WordFrames] | None] = [None] * len(found)
     if align:
-        if model.ctc is None or pieces is None:
+        if not network.has_ctc or pieces is None:
             raise ValueError("word alignment needs a model with a CTC head and the tokenizer's "
                              "pieces")
-        log_probs = model.ctc(memory).float().log_softmax(-1)
+        log_probs = network.ctc_logits(memory).float().log_softmax(-1)
         words = [align_words(log_probs[row, :int(n)], ids, pieces)
                  for row, (ids, n) in enumerate(zip(found, memory_lengths, strict=True))]
     return [Hypothesis(ids, att, no_speech, sure, timing) for ids, att, no_speech, sure, timing
@@ -134,7 +217,7 @@ def decode_hypotheses(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
 
 
 @torch.no_grad()
-def decode_scored(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
+def decode_scored(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
                   options: DecodingOptions, pieces: list[str] | None = None,
                   lm: TokenLM | None = None) -> tuple[list[list[int]], list[float]]:
     """`decode`, and the `confidence` of each transcript found."""
@@ -142,16 +225,16 @@ def decode_scored(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
     return [h.tokens for h in found], [h.confidence for h in found]
 
 
-def _lead_in(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
+def _lead_in(network: Network, wave: Tensor, lengths: Tensor,
              options: DecodingOptions) -> tuple[Tensor, Tensor]:
     if options.lead_in_ms <= 0:
         return wave, lengths
-    samples = round(options.lead_in_ms / 1000 * model.frontend.cfg.sample_rate)
+    samples = round(options.lead_in_ms / 1000 * network.sample_rate)
     return F.pad(wave, (samples, 0)), lengths + samples
 
 
 @torch.no_grad()
-def teacher_forced(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+def teacher_forced(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
                    found: list[list[int]], ctc_weight: float = 0.5,
                    ) -> tuple[list[float], list[float], list[float]]:
     """Each transcript's `Hypothesis` scores: average log-probability per token (EOS
@@ -166,6 +249,7 @@ def teacher_forced(model: SpeechTransformer, memory: Tensor, memory_lengths: Ten
     has to account for every frame of the audio, so speech that is not the transcript lowers
     the score.
     """
+    network = as_network(model)
     lengths = torch.tensor([len(ids) for ids in found], device=memory.device)
     width = int(lengths.max()) + 1
     tokens = torch.full((len(found), width), PAD_ID, dtype=torch.long, device=memory.device)
@@ -174,57 +258,60 @@ def teacher_forced(model: SpeechTransformer, memory: Tensor, memory_lengths: Ten
     inputs = torch.cat([torch.full_like(tokens[:, :1], BOS_ID), tokens[:, :-1]], dim=1)
     targets = tokens.clone()
     targets[torch.arange(len(found)), lengths] = EOS_ID
-    log_probs = model.decoder(inputs, memory, memory_lengths).float().log_softmax(-1)
+    log_probs = network.logits(inputs, memory, memory_lengths).float().log_softmax(-1)
     picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     attention = (picked * (targets != PAD_ID)).sum(1) / (lengths + 1)
     score = attention
-    if model.ctc is not None:
-        ctc = model.ctc(memory).float().log_softmax(-1).transpose(0, 1)
+    if network.has_ctc:
+        ctc = network.ctc_logits(memory).float().log_softmax(-1).transpose(0, 1)
         path = F.ctc_loss(ctc, tokens[:, :-1] if width > 1 else tokens, memory_lengths, lengths,
                           blank=PAD_ID, reduction="none")  # inf: it cannot fit
         score = (1 - ctc_weight) * attention - ctc_weight * path / (lengths + 1)
     return attention.tolist(), log_probs[:, 0, EOS_ID].exp().tolist(), score.exp().tolist()
 
 
-def confidence(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+def confidence(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
                found: list[list[int]], ctc_weight: float = 0.5) -> list[float]:
     """How well the audio supports each transcript, in (0, 1] (see `teacher_forced`)."""
     return teacher_forced(model, memory, memory_lengths, found, ctc_weight)[2]
 
 
-def encode(model: SpeechTransformer, wave: Tensor, lengths: Tensor,
+def encode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
            chunk: int) -> tuple[Tensor, Tensor]:
     """Encoder states of a batch, computed `chunk` utterances at a time, each chunk cut to its
     longest utterance: on a CPU, 64 utterances encoded at once cost more per utterance than
     16 (measured: the activations no longer fit the caches). The search then runs on the
     whole batch, where batching pays."""
+    network = as_network(model)
     if len(wave) <= chunk:
-        return model.encode(wave, lengths)
-    parts = [model.encode(wave[i:i + chunk, :int(lengths[i:i + chunk].max())],
+        return network.encode(wave, lengths)
+    parts = [network.encode(wave[i:i + chunk, :int(lengths[i:i + chunk].max())],
                           lengths[i:i + chunk]) for i in range(0, len(wave), chunk)]
     frames = max(m.shape[1] for m, _ in parts)
     memory = torch.cat([F.pad(m, (0, 0, 0, frames - m.shape[1])) for m, _ in parts])
     return memory, torch.cat([n for _, n in parts])
 
 
-def decode_memory(model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+def decode_memory(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
                   options: DecodingOptions, pieces: list[str] | None = None,
                   lm: TokenLM | None = None) -> list[list[int]]:
-    """Search given the encoder states (batch, frames, d_model) and their lengths."""
+    """Search given the memory (`encode`'s, (batch, frames, ...)) and its lengths."""
+    network = as_network(model)
     if options.mode == "ctc_greedy":
-        if model.ctc is None:
+        if not network.has_ctc:
             raise ValueError("decode.mode=ctc_greedy needs a model with a CTC head")
-        return ctc_greedy(model.ctc(memory).float(), memory_lengths)
-    if options.ctc_no_speech and model.ctc is not None:
-        speech = [bool(ids) for ids in ctc_greedy(model.ctc(memory).float(), memory_lengths)]
+        return ctc_greedy(network.ctc_logits(memory).float(), memory_lengths)
+    if options.ctc_no_speech and network.has_ctc:
+        speech = [bool(ids) for ids in ctc_greedy(network.ctc_logits(memory).float(),
+                                                  memory_lengths)]
         if not all(speech):
             return _only(speech, lambda keep: decode_memory(
-                model, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False),
+                network, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False),
                 pieces, lm))
     max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
     search = GreedySearch() if options.beam_size == 1 else BeamSearch(options.beam_size,
                                                                       options.length_penalty)
-    scorer = Scorer(model, memory, memory_lengths, search.group, options, pieces, lm)
+    scorer = Scorer(network, memory, memory_lengths, search.group, options, pieces, lm)
     return search.run(scorer, max_tokens)
 
 
@@ -250,11 +337,11 @@ class Inference:
     """Next-token log-probabilities of the attention decoder for a batch of hypotheses.
 
     Hypotheses come in equal groups per utterance (rows b * group .. (b + 1) * group - 1
-    extend utterance b) and attend to its one copy of the encoder states.
+    extend utterance b) and attend to its one copy of the memory.
     """
 
-    def __init__(self, model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor) -> None:
-        self.decoder, self.memory, self.memory_lengths = model.decoder, memory, memory_lengths
+    def __init__(self, memory: Tensor, memory_lengths: Tensor) -> None:
+        self.memory, self.memory_lengths = memory, memory_lengths
 
     def log_probs(self, tokens: Tensor) -> Tensor:
         """(hypotheses, length) token prefixes -> (hypotheses, vocab) log P(next token)."""
@@ -273,6 +360,10 @@ class Inference:
 class FullInference(Inference):
     """No cache: every step runs the decoder over the whole prefix."""
 
+    def __init__(self, decoder: TextDecoder, memory: Tensor, memory_lengths: Tensor) -> None:
+        super().__init__(memory, memory_lengths)
+        self.decoder = decoder
+
     def log_probs(self, tokens: Tensor) -> Tensor:
         return self.decoder(tokens, self.memory, self.memory_lengths)[:, -1].float().log_softmax(-1)
 
@@ -280,9 +371,10 @@ class FullInference(Inference):
 class CachedInference(Inference):
     """Key/value cache: every step runs the decoder over the new token only."""
 
-    def __init__(self, model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor) -> None:
-        super().__init__(model, memory, memory_lengths)
-        self.cache = DecoderCache(len(model.decoder.blocks))
+    def __init__(self, decoder: TextDecoder, memory: Tensor, memory_lengths: Tensor) -> None:
+        super().__init__(memory, memory_lengths)
+        self.decoder = decoder
+        self.cache = DecoderCache(len(decoder.blocks))
 
     def log_probs(self, tokens: Tensor) -> Tensor:
         new = tokens[:, self.cache.offset:]
@@ -480,11 +572,10 @@ class Scorer:
     or not) fused with a language model if given, logit filters, length limit, and optionally
     the CTC prefix score."""
 
-    def __init__(self, model: SpeechTransformer, memory: Tensor, memory_lengths: Tensor,
+    def __init__(self, network: Network, memory: Tensor, memory_lengths: Tensor,
                  group: int, options: DecodingOptions, pieces: list[str] | None = None,
                  lm: TokenLM | None = None) -> None:
-        inference = CachedInference if options.kv_cache else FullInference
-        self.inference = inference(model, memory, memory_lengths)
+        self.inference = network.inference(memory, memory_lengths, options.kv_cache)
         self.group = group
         if options.lm is not None and lm is None:
             raise ValueError("decode.lm is set but no language model was loaded")
@@ -497,11 +588,12 @@ class Scorer:
             if pieces is None:
                 raise ValueError("decode.words needs the tokenizer's pieces")
             self.filters.append(WordList(options.words, pieces))
-        use_ctc = options.ctc_weight > 0 and model.ctc is not None
+        use_ctc = options.ctc_weight > 0 and network.has_ctc
         self.ctc_weight = options.ctc_weight if use_ctc else 0.0
-        self.ctc = CTCPrefixScorer(model.ctc(memory), memory_lengths, group) if use_ctc else None
+        self.ctc = CTCPrefixScorer(network.ctc_logits(memory), memory_lengths, group) \
+            if use_ctc else None
         self.pre_beam = math.ceil(options.pre_beam_ratio * group) if use_ctc else 2 * group
-        self.pre_beam = min(max(self.pre_beam, 2), model.dims.n_vocab)
+        self.pre_beam = min(max(self.pre_beam, 2), network.dims.n_vocab)
 
     def candidates(self, tokens: Tensor, at_limit: Tensor,
                    att_scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -1,7 +1,9 @@
 """Score a model on a manifest: `python -m asr.evaluate --model DIR --manifest FILE.jsonl`.
 
 Prints WER, CER and the real-time factor (decoding seconds per audio second); `--json OUT`
-also writes every utterance's reference, hypothesis and error counts.
+also writes every utterance's reference, hypothesis and error counts. Audio is read a batch at
+a time (utterances of similar declared duration together), so a manifest of any size is
+scored in the memory of one batch; a progress bar counts the utterances on a terminal.
 """
 
 import sys
@@ -13,6 +15,7 @@ from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, print_error, save_report
 from asr.data import ManifestError, read_manifest
 from asr.metrics import char_errors, word_errors
+from asr.progress import progress
 from asr.transcribe import add_decoding_arguments, decoding_overrides
 from asr.transcriber import Transcriber
 
@@ -21,13 +24,22 @@ PROG = "asr-evaluate"  # the name usage errors begin with
 
 def evaluate(transcriber: Transcriber, manifest: str | Path) -> dict:
     """Transcribe every utterance of a manifest, each whole (manifests hold utterances already
-    cut), and score it against the references."""
+    cut), and score it against the references. Only decoding counts in the real-time factor."""
     utts = read_manifest(manifest)
-    waves = [load_audio(u.audio_filepath, transcriber.sample_rate) for u in utts]
-    started = time.perf_counter()
-    hyps = transcriber.transcribe_waves(waves)
-    seconds = time.perf_counter() - started
-    audio_seconds = sum(len(w) for w in waves) / transcriber.sample_rate
+    order = sorted(range(len(utts)), key=lambda i: utts[i].duration)
+    hyps = [""] * len(utts)
+    seconds, samples = 0.0, 0
+    with progress(total=len(utts), desc="evaluating", unit="utt") as bar:
+        for start in range(0, len(order), transcriber.batch_size):
+            batch = order[start:start + transcriber.batch_size]
+            waves = [load_audio(utts[i].audio_filepath, transcriber.sample_rate) for i in batch]
+            started = time.perf_counter()
+            for i, hyp in zip(batch, transcriber.transcribe_waves(waves), strict=True):
+                hyps[i] = hyp
+            seconds += time.perf_counter() - started
+            samples += sum(len(w) for w in waves)
+            bar.update(len(batch))
+    audio_seconds = samples / transcriber.sample_rate
     rows = []
     for utt, hyp in zip(utts, hyps, strict=True):
         rows.append({"audio_filepath": utt.audio_filepath, "reference": utt.text,
@@ -55,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device, vad=None,
                                                   batch_size=args.batch_size,
-                                                  **decoding_overrides(args))
+                                                  backend=args.backend, **decoding_overrides(args))
         result = evaluate(transcriber, args.manifest)
         if args.json:
             save_report(result, args.json)

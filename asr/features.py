@@ -97,6 +97,17 @@ def vtlp_warp(power: torch.Tensor, alpha: torch.Tensor, boundary: float = 0.6) -
     return torch.gather(power, 1, low) * (1 - frac) + torch.gather(power, 1, low + 1) * frac
 
 
+def dft_kernels(cfg: FeatureConfig, window: torch.Tensor) -> torch.Tensor:
+    """(2 * bins, 1, win_length) real and imaginary DFT kernels of the windowed frames; only
+    the window's span, which torch.stft centres in n_fft (outside it the window is zero, so
+    those samples add nothing). Computed in float64."""
+    bins, left = cfg.n_fft // 2 + 1, (cfg.n_fft - cfg.win_length) // 2
+    phase = 2 * torch.pi / cfg.n_fft * torch.outer(
+        torch.arange(bins, dtype=torch.float64),
+        torch.arange(left, left + cfg.win_length, dtype=torch.float64))
+    return (torch.cat([phase.cos(), -phase.sin()]) * window.double()).float().unsqueeze(1)
+
+
 def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     """(batch, max_len) bool, True at real (non-padding) positions."""
     return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
@@ -130,6 +141,7 @@ class FrontEnd(nn.Module):
         self.time_masks = nn.ModuleList(
             T.TimeMasking(cfg.time_width, iid_masks=True, p=cfg.time_max_ratio)
             for _ in range(cfg.time_masks))
+        self.register_buffer("dft", dft_kernels(cfg, self.spectrogram.window), persistent=False)
         self.register_buffer("cmvn_mean", torch.zeros(cfg.dim))
         self.register_buffer("cmvn_std", torch.ones(cfg.dim))
 
@@ -142,8 +154,23 @@ class FrontEnd(nn.Module):
         """(batch, bins, frames) power spectra |X|^2, computed as re^2 + im^2: on CPU, complex
         abs() squared was 2.5x slower and a sum over view_as_real's last axis (of size 2) 9x
         slower (32 x 2.5 s, one thread)."""
+        if torch.onnx.is_in_onnx_export():
+            return self.dft_power(wave)
         spec = self.spectrogram(wave)
         return spec.real.square() + spec.imag.square()
+
+    def dft_power(self, wave: torch.Tensor) -> torch.Tensor:
+        """`power` without complex numbers, which ONNX lacks: the windowed DFT as one strided
+        convolution with cosine and sine kernels (`dft_kernels`). In onnxruntime it runs about
+        as fast as torch's FFT does in torch (2 threads), twice as fast as ONNX's own STFT
+        operator, and Conv is an operator every ONNX runtime has. Same values to float rounding
+        (1e-6 relative)."""
+        cfg, bins = self.cfg, self.cfg.n_fft // 2 + 1
+        left = (cfg.n_fft - cfg.win_length) // 2
+        frames = (wave.shape[-1] - cfg.n_fft) // cfg.hop_length + 1
+        span = wave[:, left:left + (frames - 1) * cfg.hop_length + cfg.win_length]
+        parts = nn.functional.conv1d(span.unsqueeze(1), self.dft, stride=cfg.hop_length)
+        return parts[:, :bins].square() + parts[:, bins:].square()
 
     def raw(self, wave: torch.Tensor, lengths: torch.Tensor,
             warp: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -31,6 +31,7 @@ from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, print_error, save_report, tsv_field
 from asr.data import ManifestError, audio_path
 from asr.grammar import Grammar, GrammarError
+from asr.progress import progress
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
 from asr.untrusted import UntrustedInputError, check_fields, read_text
@@ -188,11 +189,13 @@ def evaluate(recognizer: IntentRecognizer, manifest: str | Path, batch: int = 32
     """Score every row of a manifest (`read_commands`)."""
     rows = read_commands(manifest)
     results: list[tuple[str | None, dict, Intent]] = []
-    for start in range(0, len(rows), batch):
-        chunk = rows[start:start + batch]
-        heard = recognizer.recognize([audio for audio, _, _ in chunk])
-        results += [(name, slots, intent)
-                    for (_, name, slots), intent in zip(chunk, heard, strict=True)]
+    with progress(total=len(rows), desc="evaluating", unit="utt") as bar:
+        for start in range(0, len(rows), batch):
+            chunk = rows[start:start + batch]
+            heard = recognizer.recognize([audio for audio, _, _ in chunk])
+            results += [(name, slots, intent)
+                        for (_, name, slots), intent in zip(chunk, heard, strict=True)]
+            bar.update(len(chunk))
     return acceptance(results)
 
 

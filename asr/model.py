@@ -162,12 +162,13 @@ class MultiHeadAttention(nn.Module):
             key_positions = None  # the cache holds every key from position 0 on
         else:
             q, (k, v) = self.queries(x, positions), self.project(source, key_positions)
-        group = q.shape[0] // k.shape[0]
+        batch, heads, length, head_dim = q.shape
+        group = batch // k.shape[0]
         if group > 1:  # fold each utterance's hypotheses into its query axis
-            q = q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
+            q = q.reshape(k.shape[0], group, heads, length, head_dim).transpose(1, 2).flatten(2, 3)
         y = self.attend(q, k, v, mask, positions, key_positions)
         if group > 1:
-            y = y.unflatten(2, (group, -1)).transpose(1, 2).flatten(0, 1)
+            y = y.reshape(k.shape[0], heads, group, length, head_dim).transpose(1, 2).flatten(0, 1)
         return self.out(y.transpose(1, 2).flatten(2))
 
     def queries(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
@@ -228,10 +229,14 @@ class MultiHeadAttention(nn.Module):
         return self.relative.bucket(key_positions[None, :] - positions[:, None])
 
     def _split(self, t: Tensor, parts: int = 0) -> Tensor:
-        """(batch, time, [parts *] d_model) -> ([parts,] batch, heads, time, head_dim), a view."""
+        """(batch, time, [parts *] d_model) -> ([parts,] batch, heads, time, head_dim), a view.
+
+        Reshapes, not unflatten: traced for ONNX, the sizes after an unflatten are recorded as
+        constants, and a later step that reads them would serve only the traced length."""
+        batch, time = t.shape[:2]
         if not parts:
-            return t.unflatten(-1, (self.n_head, -1)).transpose(1, 2)
-        return t.unflatten(-1, (parts, self.n_head, -1)).permute(2, 0, 3, 1, 4)
+            return t.reshape(batch, time, self.n_head, -1).transpose(1, 2)
+        return t.reshape(batch, time, parts, self.n_head, -1).permute(2, 0, 3, 1, 4)
 
 
 class KVCache:
@@ -386,7 +391,8 @@ class AudioEncoder(nn.Module):
             return x.permute(0, 2, 1, 3).flatten(2), lengths.clamp(min=1)
         s = self.stride
         pad = (-feats.shape[1]) % s
-        x = F.pad(feats, (0, 0, 0, pad)).unflatten(1, (-1, s)).flatten(2)
+        x = F.pad(feats, (0, 0, 0, pad))
+        x = x.reshape(x.shape[0], x.shape[1] // s, s * x.shape[2])  # not unflatten: see _split
         return x, (lengths + s - 1) // s
 
     def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
@@ -425,7 +431,8 @@ class TextDecoder(nn.Module):
                 cache: DecoderCache | None = None) -> Tensor:
         """Logits for every position of `tokens`.
 
-        With a `cache`, `tokens` are only the tokens after the `cache.offset` already seen.
+        With a `cache`, `tokens` are only the tokens after the `cache.offset` already seen
+        (`offset` may be a traced size: the position arithmetic stays tensor arithmetic).
         `memory` may have one row per utterance for several rows (hypotheses) of `tokens`.
         """
         offset = cache.offset if cache is not None else 0
@@ -435,16 +442,22 @@ class TextDecoder(nn.Module):
         if self.absolute:
             x = x + sinusoids(offset + length, x.shape[-1], x.device)[offset:]
         x = self.drop(x)
-        causal = None if length == 1 else torch.ones(  # one new token may see all before it
-            length, offset + length, dtype=torch.bool, device=x.device).tril(offset)
-        memory_mask = None if memory is None else \
-            padding_mask(memory_lengths, memory.shape[1])[:, None, None, :]
+        causal = None if length == 1 else (  # one new token may see all before it
+            torch.arange(offset + length, device=x.device)[None, :] <= positions[:, None])
+        memory_mask = None if memory_lengths is None else \
+            padding_mask(memory_lengths, self._frames(memory, cache))[:, None, None, :]
         for i, block in enumerate(self.blocks):
             layer_cache = (cache.self_attn[i], cache.cross_attn[i]) if cache is not None else None
             x = block(x, causal, memory, memory_mask, positions, layer_cache)
         if cache is not None:
             cache.offset += length
         return self.ln(x) @ self.token_embedding.weight.T
+
+    @staticmethod
+    def _frames(memory: Tensor | None, cache: DecoderCache | None) -> int:
+        """Encoder frames attended to: `memory` may be None when the cache already holds the
+        cross-attention keys and values (as the exported decoder step is given them)."""
+        return memory.shape[1] if memory is not None else cache.cross_attn[0].k.shape[2]
 
 
 class SpeechTransformer(nn.Module):
@@ -498,10 +511,8 @@ class SpeechTransformer(nn.Module):
 
     @property
     def frame_seconds(self) -> float:
-        """Seconds between encoder states: the front end's hop times the subsampling (frame
-        stacking, or conv2d's two stride-2 layers). State k starts at k * frame_seconds."""
-        factor = 4 if self.dims.subsampling == "conv2d" else self.encoder.stride
-        return factor * self.frontend.cfg.hop_length / self.frontend.cfg.sample_rate
+        """Seconds between encoder states (`frame_seconds`)."""
+        return frame_seconds(self.dims, self.frontend.cfg)
 
     def encode(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Waveforms (batch, samples) -> encoder states and their lengths."""
@@ -572,6 +583,14 @@ class SpeechTransformer(nn.Module):
         total = F.ctc_loss(log_probs, targets, memory_lengths, target_lengths, blank=PAD_ID,
                            reduction="sum", zero_infinity=True)
         return total / target_lengths.sum().clamp(min=1)
+
+
+def frame_seconds(dims: ModelDimensions, features: FeatureConfig) -> float:
+    """Seconds between encoder states: the front end's hop times the subsampling (frame
+    stacking, or conv2d's two stride-2 layers). State k starts at k * frame_seconds."""
+    factor = 4 if dims.subsampling == "conv2d" else dims.stack if dims.subsampling == "stack" \
+        else 1
+    return factor * features.hop_length / features.sample_rate
 
 
 def guided_attention_loss(weights: Tensor, token_lengths: Tensor, frame_lengths: Tensor,

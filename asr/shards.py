@@ -39,6 +39,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from asr.audio import AudioError, prepare_array
 from asr.checkpoint import save_text
 from asr.data import _make_batches, collate, iter_manifest
+from asr.progress import progress
 from asr.tokenizer import Tokenizer
 
 INDEX = "shards.json"
@@ -64,7 +65,8 @@ def write_shards(manifest: Path, out: Path, max_count: int = 1000) -> dict:
         counts: list[int] = []
         seconds: list[float] = []
         with _webdataset().ShardWriter(str(staging / PATTERN), maxcount=max_count, verbose=0) as sink:
-            for number, utt in enumerate(iter_manifest(manifest)):
+            for number, utt in enumerate(progress(iter_manifest(manifest), "writing shards",
+                                                  unit="utt")):
                 if number // max_count == len(counts):
                     counts.append(0)
                     seconds.append(0.0)

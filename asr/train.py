@@ -11,6 +11,11 @@ alone logs and saves, and dev scores are computed from every rank's share (`asr.
 `trainer.init_from` fine-tunes: a trained model's weights, CMVN statistics and tokenizer
 replace the random start, the learnt CMVN and the new vocabulary.
 
+What it reports goes through `logging` (logger `asr.train`): the command line shows it on the
+console and Hydra's job log (OUT/hydra/<time>/train.log) keeps it; the curves go to a CSV file
+or TensorBoard as well (`trainer.logger`, asr/curves.py). Progress bars (the epoch's, kept
+after it ends, the CMVN statistics' and dev decoding's) show on a terminal only.
+
 Crash safety: every file is written atomically, and the training state (weights, optimiser,
 schedule, position in the epoch, python/numpy/torch RNG states) is saved when the run starts,
 after every epoch and mid-epoch (every `trainer.save_every_minutes` of training, and every
@@ -23,6 +28,7 @@ and a directory that holds a run or a trained model is started over only with
 """
 
 import fcntl
+import logging
 import math
 import random
 import re
@@ -41,7 +47,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
-from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from asr import CONF_DIR
 from asr.audio import AudioError
@@ -62,6 +68,7 @@ from asr.checkpoint import (
     save_model_dir,
     save_torch,
 )
+from asr.curves import CSV_FILE, LOGGERS, TENSORBOARD_DIR, Curves
 from asr.data import DurationBatchSampler, ManifestError, SpeechDataset, collate, read_manifest
 from asr.decoding import DecodingOptions
 from asr.distributed import (
@@ -75,6 +82,7 @@ from asr.distributed import (
 )
 from asr.metrics import error_rate
 from asr.model import SpeechTransformer
+from asr.progress import progress
 from asr.shards import ShardBatches
 from asr.text import normalize_text
 from asr.tokenizer import UNK_ID, Tokenizer
@@ -82,8 +90,11 @@ from asr.transcriber import decode_texts, pick_device
 
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 LOCK = "train.lock"  # in out_dir: held by the run training there
-RUN_FILES = (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT, EPOCHS, AVERAGED)  # a run's state
-OWN_FILES = "|".join(re.escape(name) for name in (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT))
+RUN_FILES = (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT, EPOCHS, AVERAGED, CSV_FILE,
+             TENSORBOARD_DIR)  # a run's state
+OWN_FILES = "|".join(re.escape(name) for name in (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT,
+                                                  CSV_FILE))
+log = logging.getLogger("asr.train")  # not __name__: "__main__" under python -m
 
 
 class TrainingError(RuntimeError):
@@ -109,6 +120,7 @@ class TrainState:
     epoch_bad_audio: int = 0  # unusable audio files left out (data.on_error=skip)
     bad_streak: int = 0  # consecutive skipped steps, bounded by trainer.max_bad_steps
     loss_curve: list[dict] = field(default_factory=list)  # mean train loss every trainer.log_every steps
+    loss_window: list[float] = field(default_factory=list)  # losses since the curve's last point
 
 
 class Trainer:
@@ -164,6 +176,7 @@ class Trainer:
         else:
             self._set_cmvn()
         self.state.skipped_lines = self.skipped_lines
+        self.curves: Curves | None = None  # once fit holds out_dir
         self.train_model = self._wrap(self.model)
         if self.dist.enabled:  # ranks draw their own dropout and augmentation
             seed_everything(hash((cfg.seed, self.rank, self.state.step)) % 2**31)
@@ -230,6 +243,20 @@ class Trainer:
         if cfg.trainer.average_by not in ("last", "best"):
             raise TrainingError(f"trainer.average_by must be last or best, got "
                                 f"{cfg.trainer.average_by!r}")
+        if cfg.trainer.logger not in LOGGERS:  # before any work; the curves start in fit
+            raise TrainingError(f"trainer.logger must be csv, tensorboard or none, got "
+                                f"{cfg.trainer.logger!r}")
+
+    def _curves(self) -> Curves | None:
+        """The CSV file or TensorBoard events of rank 0 (`trainer.logger`)."""
+        if not self.is_main:
+            return None
+        state = self.state
+        try:
+            return Curves(self.cfg.trainer.logger, self.out_dir, state.loss_curve, state.history,
+                          state.step if self.resumed else None)
+        except ValueError as err:
+            raise TrainingError(str(err)) from None
 
     def _wrap(self, model: SpeechTransformer) -> torch.nn.Module:
         """What the training step calls: the model, in DDP across ranks, compiled on request.
@@ -277,7 +304,7 @@ class Trainer:
 
     def _skip_line(self, problem: str) -> None:
         self.skipped_lines += 1
-        self.log(f"warning: skipped {problem}")
+        self.log(f"warning: skipped {problem}", logging.WARNING)
 
     def _usable(self, batch: dict, count: bool = True) -> bool:
         """Apply data.on_error to the batch's unusable audio; False if nothing is left of it."""
@@ -287,7 +314,7 @@ class Trainer:
             self.state.epoch_bad_audio += count
             if problem not in self.seen_bad:
                 self.seen_bad.add(problem)
-                self.log(f"warning: skipped {problem}")
+                self.log(f"warning: skipped {problem}", logging.WARNING)
         return "wave" in batch
 
     def _set_cmvn(self) -> None:
@@ -296,7 +323,8 @@ class Trainer:
         sample = random.Random(self.cfg.seed).sample(self.train_utts, count)
         loader = DataLoader(SpeechDataset(sample, self.tokenizer, self.cfg.features.sample_rate),
                             batch_size=32, collate_fn=collate)
-        self.model.frontend.set_cmvn((b["wave"], b["lengths"]) for b in loader
+        batches = self._bar(loader, "CMVN statistics", unit="batch")
+        self.model.frontend.set_cmvn((b["wave"], b["lengths"]) for b in batches
                                      if self._usable(b, count=False))
 
     def _resume(self) -> None:
@@ -317,25 +345,39 @@ class Trainer:
         self.log(f"resumed from {self.out_dir / CHECKPOINT} at step {self.state.step}: epoch "
                  f"{self.state.epoch + 1}, {self.state.epoch_batches} batch(es) in")
 
-    def log(self, message: str) -> None:
+    def log(self, message: str, level: int = logging.INFO) -> None:
         if self.is_main:
-            tqdm.write(message)
+            log.log(level, message)
+
+    def _bar(self, iterable, desc: str, **options):
+        """A progress bar of rank 0, on a terminal, when `trainer.progress` asks for them."""
+        shown = self.is_main and self.cfg.trainer.progress
+        return progress(iterable, desc, **options, **({} if shown else {"disable": True}))
 
     def fit(self) -> TrainState:
-        with self._directory():
+        with self._directory(), logging_redirect_tqdm():  # log lines above the bars
             if self.is_main and not self.resumed:
                 self.save_checkpoint()  # first: from here on, a killed run can be resumed
                 save_model_dir(self.out_dir, self.model, self.tokenizer, self.cfg)
+            self.curves = self._curves()  # only now: out_dir is this run's (its lock is held)
             params = sum(p.numel() for p in self.model.parameters())
             self.log(f"model: {params / 1e6:.2f}M parameters, vocab {self.tokenizer.vocab_size}, "
-                     f"{len(self.train_utts)} training utterances, device {self.device}")
+                     f"{len(self.train_utts)} training utterances, device {self.device}"
+                     + (f"; curves in {self.curves.location}" if self.curves
+                        and self.curves.location else ""))
             while self.state.epoch < self.cfg.trainer.max_epochs and not self._out_of_steps():
                 self.train_epoch()
                 self.end_epoch(self.evaluate())
             if self.cfg.trainer.average_checkpoints:
                 self.average_checkpoints()
+            if self.curves is not None:
+                self.curves.close()
         shutdown(self.dist)
         return self.state
+
+    def _update_curves(self) -> None:
+        if self.curves is not None:
+            self.curves.update(self.state.loss_curve, self.state.history)
 
     def _out_of_steps(self) -> bool:
         limit = self.cfg.trainer.max_steps
@@ -348,11 +390,9 @@ class Trainer:
         sampler = self.train_loader.batch_sampler or self.train_loader.dataset
         sampler.set_epoch(state.epoch, start=state.epoch_batches)
         self.loader_rng.manual_seed(self.cfg.seed + state.epoch)  # worker seeds, per epoch
-        bar = tqdm(self.train_loader, desc=f"epoch {state.epoch + 1}", total=len(sampler),
-                   initial=state.epoch_batches, leave=False,
-                   disable=not (self.is_main and self.cfg.trainer.progress))
+        bar = self._bar(self.train_loader, f"epoch {state.epoch + 1}", total=len(sampler),
+                        initial=state.epoch_batches, leave=True, unit="batch", delay=0)
         last = time.perf_counter()
-        window: list[float] = []  # losses since the last point of the loss curve
         for group in micro_batch_groups(bar, self.cfg.trainer.accumulate_grad_batches):
             loss, seconds = self.train_step(group)
             if loss is not None:
@@ -360,10 +400,10 @@ class Trainer:
                     state.epoch_loss_sum + loss, state.epoch_loss_count + 1
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
                 state.audio_seconds += seconds
-            window.append(math.nan if loss is None else loss)
+            state.loss_window.append(math.nan if loss is None else loss)
             if loss is not None and state.step % self.cfg.trainer.log_every == 0:
-                self._log_steps(window)
-                window = []
+                self._log_steps(state.loss_window)
+                state.loss_window = []
             state.epoch_batches += len(group)
             now = time.perf_counter()
             state.train_seconds, last = state.train_seconds + now - last, now
@@ -375,7 +415,8 @@ class Trainer:
     def _log_steps(self, losses: list[float]) -> None:
         """A point of the training-loss curve: the mean over the last steps (NaN if one was)."""
         self.state.loss_curve.append({"step": self.state.step, "train_loss": sum(losses) / len(losses),
-                                 "lr": self.scheduler.get_last_lr()[0]})
+                                      "lr": self.scheduler.get_last_lr()[0]})
+        self._update_curves()
 
     def train_step(self, group: list[dict]) -> tuple[float | None, float]:
         """One optimiser step over a group of micro-batches (trainer.accumulate_grad_batches;
@@ -452,7 +493,8 @@ class Trainer:
         state, limit = self.state, self.cfg.trainer.max_bad_steps
         state.epoch_bad_steps, state.bad_streak = state.epoch_bad_steps + 1, state.bad_streak + 1
         self.log(f"warning: non-finite {what} at epoch {state.epoch + 1}, batch "
-                 f"{state.epoch_batches + 1} (after step {state.step}); step skipped")
+                 f"{state.epoch_batches + 1} (after step {state.step}); step skipped",
+                 logging.WARNING)
         if limit and state.bad_streak >= limit:
             raise TrainingError(f"loss or gradients not finite for {state.bad_streak} steps in a "
                                 f"row (trainer.max_bad_steps={limit}); stopped at epoch "
@@ -485,7 +527,7 @@ class Trainer:
         """Dev loss (no augmentation, no dropout) and greedy-decoding dev WER."""
         self.model.eval()
         loss_sum, batches, pairs = 0.0, 0, []
-        for batch in self.dev_loader:
+        for batch in self._bar(self.dev_loader, "dev", unit="batch"):
             if not self._usable(batch):
                 continue
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
@@ -513,6 +555,7 @@ class Trainer:
                   "lr": self.scheduler.get_last_lr()[0], "audio_sec_per_sec": rate,
                   "bad_steps": state.epoch_bad_steps, "bad_audio": state.epoch_bad_audio}
         state.history.append(record)
+        self._update_curves()
         improved = dev["dev_wer"] < state.best_wer
         if improved:
             state.best_wer = dev["dev_wer"]
@@ -662,8 +705,8 @@ def main(cfg: DictConfig) -> None:
         (state.skipped_lines, "bad manifest line(s)"),
         (sum(e.get("bad_audio", 0) for e in state.history), "bad audio item(s)"),
         (sum(e.get("bad_steps", 0) for e in state.history), "non-finite step(s)")] if n)
-    print(f"best dev WER {100 * state.best_wer:.2f}% after {state.epoch} epochs, "
-          f"{state.step} steps; model in {cfg.trainer.out_dir}{skipped}")
+    log.info(f"best dev WER {100 * state.best_wer:.2f}% after {state.epoch} epochs, "
+             f"{state.step} steps; model in {cfg.trainer.out_dir}{skipped}")
 
 
 def config_choices() -> str:

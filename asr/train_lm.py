@@ -21,6 +21,7 @@ from torch.nn.utils.rnn import pad_sequence
 from asr.checkpoint import ModelDirError, load_model_dir
 from asr.data import ManifestError, read_manifest
 from asr.lm import LM_FILE, LMDimensions, TokenLM, save_lm
+from asr.progress import progress
 from asr.scheduler import warmup_cosine
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
@@ -114,6 +115,7 @@ def train(args: argparse.Namespace) -> dict:
     schedule = warmup_cosine(optimizer, args.warmup_steps, args.steps)
     best, step, started = math.inf, 0, time.perf_counter()
     history = []
+    bar = progress(total=args.steps, desc="training", unit="step")
     while step < args.steps:
         for group in batches(train_set, args.batch_tokens, rng):
             loss, count = loss_of(lm, [train_set[i] for i in group], device)
@@ -123,19 +125,22 @@ def train(args: argparse.Namespace) -> dict:
             optimizer.step()
             schedule.step()
             step += 1
+            bar.update()
             if step % args.eval_every == 0 or step == args.steps:
                 dev = dev_loss(lm, dev_set, device)
                 history.append({"step": step, "train": loss.item() / count, "dev": dev})
                 mark = " (best)" if dev < best else ""
-                print(f"step {step}: train loss {loss.item() / count:.3f}, dev loss {dev:.3f} "
-                      f"(perplexity {math.exp(dev):.2f} per piece){mark}, "
-                      f"{time.perf_counter() - started:.0f} s", flush=True)
+                bar.write(f"step {step}: train loss {loss.item() / count:.3f}, dev loss {dev:.3f} "
+                          f"(perplexity {math.exp(dev):.2f} per piece){mark}, "
+                          f"{time.perf_counter() - started:.0f} s", file=sys.stdout)
+                sys.stdout.flush()
                 if dev < best:
                     best = dev
                     save_lm(args.out, lm, tokenizer, {"dev_loss": dev, "step": step,
                                                       "history": history})
             if step == args.steps:
                 break
+    bar.close()
     return {"dev_loss": best, "steps": step}
 
 

@@ -10,7 +10,8 @@ for each input NAME.ext, nothing on stdout. Inputs are any format soundfile read
 OGG, MP3, ...), of any rate and length; `-` reads one from stdin. Files of any length are
 streamed and cut into utterances by the VAD. A file that cannot be read gets one error line on
 stderr, at the start or halfway through; the others are still transcribed, and the exit
-status is 1.
+status is 1. `--backend onnx` runs the model's exported graphs (`python -m asr.export`) in
+onnxruntime. On a terminal, a progress bar on stderr counts the seconds of audio transcribed.
 """
 
 import argparse
@@ -27,8 +28,9 @@ from asr.checkpoint import ModelDirError, save_text
 from asr.cli import ArgumentParser, int_in, print_error, tsv_field
 from asr.decoding import MODES
 from asr.formats import FORMATS, record, render
+from asr.progress import print_line
 from asr.stream import check_audio_file
-from asr.transcriber import MAX_BATCH, Transcriber, Transcript
+from asr.transcriber import BACKENDS, MAX_BATCH, Transcriber, Transcript
 from asr.untrusted import UntrustedInputError, read_text
 
 PROG = "asr-transcribe"  # the name usage errors begin with
@@ -69,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device,
                                                   batch_size=args.batch_size,
-                                                  **decoding_overrides(args))
-        if args.word_timestamps and transcriber.model.ctc is None:
+                                                  backend=args.backend, **decoding_overrides(args))
+        if args.word_timestamps and not transcriber.network.has_ctc:
             raise ValueError(f"{args.model}: --word-timestamps needs a model with a CTC head")
     except (ModelDirError, ValueError) as err:
         print_error(err)
@@ -86,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                 print_error(f"{name}: {err.problem}")
                 failed += 1
         results = transcriber.transcribe_each([paths[n] for n in names],
-                                              word_timestamps=args.word_timestamps)
+                                              word_timestamps=args.word_timestamps,
+                                              show_progress=True)
         for name, result in zip(names, results, strict=True):
             if isinstance(result, AudioError):  # went bad after its first block
                 print_error(f"{name}: {result.problem}")
@@ -95,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 failed += not write_outputs(name, result, formats, Path(args.output_dir or "."),
                                             args.highlight_words)
             else:
-                print(format_result(name, result, args.json, args.timestamps,
-                                    args.word_timestamps), flush=True)
+                print_line(format_result(name, result, args.json, args.timestamps,
+                                         args.word_timestamps))
     return 1 if failed else 0
 
 
@@ -163,6 +166,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=16,
                         help="utterances decoded at once")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--backend", choices=BACKENDS, default="torch",
+                        help="onnx: the graphs python -m asr.export wrote, in onnxruntime")
 
 
 def decoding_overrides(args: argparse.Namespace) -> dict:

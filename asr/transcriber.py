@@ -6,14 +6,16 @@
     t.transcribe("lecture.flac").segments   # [Segment(start=0.63, end=2.91, text="...", ...), ...]
     t.transcribe(["a.wav", "b.flac"])       # [Transcript, Transcript], decoded in batches
     t.transcribe("talk.ogg", word_timestamps=True).segments[0].words   # [Word(...), ...]
+    Transcriber.from_pretrained("exp/voice_commands", backend="onnx")  # its exported graphs
 
 Audio of any length is streamed (`asr.stream`), cut into utterances by the voice activity
 detector (`asr.vad`) and the utterances of all inputs are decoded together in batches, so
 memory stays bounded and a stretch of silence is never handed to the decoder to invent words
 for. Each segment carries the decoder's scores (whisper's `avg_logprob` and `no_speech_prob`,
 and the acoustic `confidence`) and, with `word_timestamps`, its words timed by the CTC head
-(`asr.alignment`). The evaluate and transcribe command lines are thin wrappers around this
-class.
+(`asr.alignment`). The model runs in torch or, exported (`python -m asr.export`), in
+onnxruntime (`backend="onnx"`): the same searches and scores either way. The evaluate and
+transcribe command lines are thin wrappers around this class.
 """
 
 from collections.abc import Iterable, Iterator
@@ -24,11 +26,21 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from asr.audio import MAX_SECONDS, AudioError, load_audio, prepare_array
+from asr.audio import MAX_SECONDS, AudioError, audio_duration, load_audio, prepare_array
 from asr.checkpoint import CONFIG, ModelDirError, load_model_dir, section
-from asr.decoding import DecodingOptions, Hypothesis, decode, decode_hypotheses, decode_scored
+from asr.decoding import (
+    DecodingOptions,
+    Hypothesis,
+    Network,
+    as_network,
+    decode,
+    decode_hypotheses,
+    decode_scored,
+)
 from asr.lm import TokenLM, load_lm
 from asr.model import SpeechTransformer
+from asr.onnx_backend import OnnxNetwork
+from asr.progress import progress
 from asr.stream import stream_array, stream_file
 from asr.tokenizer import Tokenizer
 from asr.untrusted import from_section
@@ -37,6 +49,7 @@ from asr.vad import Utterance, VADConfig, split_utterances
 AudioInput = str | Path | np.ndarray | torch.Tensor
 DEFAULT_VAD = VADConfig()
 MAX_BATCH = 4096  # utterances decoded at once
+BACKENDS = ("torch", "onnx")
 
 
 @dataclass
@@ -92,7 +105,7 @@ def pick_device(device: str | torch.device = "auto") -> torch.device:
     return chosen
 
 
-def decode_texts(model: SpeechTransformer, tokenizer: Tokenizer, wave: torch.Tensor,
+def decode_texts(model: SpeechTransformer | Network, tokenizer: Tokenizer, wave: torch.Tensor,
                  lengths: torch.Tensor, options: DecodingOptions,
                  lm: TokenLM | None = None) -> list[str]:
     """One padded batch of waveforms -> transcripts (`lm`: the loaded `options.lm`)."""
@@ -103,31 +116,43 @@ def decode_texts(model: SpeechTransformer, tokenizer: Tokenizer, wave: torch.Ten
 class Transcriber:
     """A model, its tokenizer, decoding options and a VAD, ready to turn audio into text.
 
-    `vad=None` decodes every input whole, as one utterance (for pre-cut utterances, as in a
-    test manifest); otherwise inputs are cut into utterances first.
+    `model` is the torch model or another `asr.decoding.Network` (its ONNX export, on the
+    CPU). `vad=None` decodes every input whole, as one utterance (for pre-cut utterances, as
+    in a test manifest); otherwise inputs are cut into utterances first.
     """
 
-    def __init__(self, model: SpeechTransformer, tokenizer: Tokenizer,
+    def __init__(self, model: SpeechTransformer | Network, tokenizer: Tokenizer,
                  options: DecodingOptions | None = None,
                  vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) \
                 or not 1 <= batch_size <= MAX_BATCH:
             raise ValueError(f"batch_size must be a whole number in [1, {MAX_BATCH}], got "
                              f"{batch_size!r}")
-        self.model, self.tokenizer = model.eval(), tokenizer
+        self.model, self.tokenizer = model, tokenizer
+        self.network = as_network(model)
         self.options = options or DecodingOptions()
         self.vad, self.batch_size = vad, batch_size
-        self.device = next(model.parameters()).device
+        if isinstance(model, SpeechTransformer):
+            model.eval()
+        self.device = self.network.device
         self.lm = load_lm(self.options.lm, tokenizer, self.device) if self.options.lm else None
-        self.sample_rate = model.frontend.cfg.sample_rate
+        self.sample_rate = self.network.sample_rate
         self.pieces = tokenizer.pieces  # for word lists and word timings
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, device: str = "auto",
                         vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16,
-                        **options) -> "Transcriber":
-        """Load a model directory; `options` override the decoding settings it was saved with."""
-        model, tokenizer, config = load_model_dir(directory, pick_device(device))
+                        backend: str = "torch", **options) -> "Transcriber":
+        """Load a model directory; `options` override the decoding settings it was saved with.
+
+        `backend="onnx"` runs the graphs `python -m asr.export` wrote (DIR/onnx, or DIR itself
+        when it is an export directory) in onnxruntime, on the CPU."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be torch or onnx, got {backend!r}")
+        if backend == "onnx":
+            model, tokenizer, config = OnnxNetwork.load(directory)
+        else:
+            model, tokenizer, config = load_model_dir(directory, pick_device(device))
         saved = section(config, "decode") or {}
         try:
             from_section(DecodingOptions, saved, "decode")
@@ -144,41 +169,69 @@ class Transcriber:
         return prepare_array(audio, rate, self.sample_rate)
 
     def transcribe(self, audio: AudioInput | list[AudioInput], sample_rate: int | None = None,
-                   word_timestamps: bool = False, on_error: str = "raise"
-                   ) -> Transcript | list[Transcript | AudioError]:
+                   word_timestamps: bool = False, on_error: str = "raise",
+                   show_progress: bool = False) -> Transcript | list[Transcript | AudioError]:
         """Transcribe one input (returns a Transcript) or a list (a list, in order).
 
         Arrays are taken at `sample_rate` (default: the model's rate). `word_timestamps`
         times every word (needs the CTC head). An input that cannot be read raises its
         AudioError (`on_error="raise"`), or (`"return"`) takes that AudioError's place in the
-        results while the other inputs are transcribed as usual.
+        results while the other inputs are transcribed as usual. `show_progress`: a bar of the
+        seconds of audio transcribed (on a terminal, for work of more than a second).
         """
         if on_error not in ("raise", "return"):
             raise ValueError(f"on_error must be 'raise' or 'return', got {on_error!r}")
         inputs = audio if isinstance(audio, list) else [audio]
         results = []
-        for result in self.transcribe_each(inputs, sample_rate, word_timestamps):
+        for result in self.transcribe_each(inputs, sample_rate, word_timestamps, show_progress):
             if isinstance(result, AudioError) and on_error == "raise":
                 raise result
             results.append(result)
         return results if isinstance(audio, list) else results[0]
 
     def transcribe_each(self, inputs: Iterable[AudioInput], sample_rate: int | None = None,
-                        word_timestamps: bool = False) -> Iterator[Transcript | AudioError]:
+                        word_timestamps: bool = False, show_progress: bool = False,
+                        ) -> Iterator[Transcript | AudioError]:
         """One result per input, in order, each as soon as its last utterance is decoded: its
-        Transcript, or the AudioError that stopped it being read (the others go on)."""
-        if word_timestamps and self.model.ctc is None:
+        Transcript, or the AudioError that stopped it being read (the others go on).
+        `show_progress` as in `transcribe` (the inputs' durations are read first)."""
+        if word_timestamps and not self.network.has_ctc:
             raise ValueError("word timestamps need a model with a CTC head (model.ctc_weight > 0)")
-        segments: list[Segment] = []
-        for item, found in self._decode_stream(self._utterances(inputs, sample_rate),
-                                               word_timestamps):
-            if isinstance(item, Utterance):
-                text = self.tokenizer.decode(found.tokens)
-                if text:
-                    segments.append(self._segment(item, found, text, word_timestamps))
-                continue
-            yield item or Transcript(" ".join(s.text for s in segments), segments)
-            segments = []
+        if show_progress:
+            inputs = list(inputs)
+        starts = self._starts(inputs, sample_rate) if show_progress else None
+        with progress(total=starts[-1] if starts else None, desc="transcribing",
+                      disable=None if show_progress else True,
+                      bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of "
+                                 "audio [{elapsed}<{remaining}]") as bar:
+            index, segments = 0, []
+            for item, found in self._decode_stream(self._utterances(inputs, sample_rate),
+                                                   word_timestamps):
+                if isinstance(item, Utterance):
+                    text = self.tokenizer.decode(found.tokens)
+                    if text:
+                        segments.append(self._segment(item, found, text, word_timestamps))
+                    if starts:
+                        bar.update(starts[index] + item.end - bar.n)
+                    continue
+                index += 1
+                if starts:
+                    bar.update(starts[index] - bar.n)
+                yield item or Transcript(" ".join(s.text for s in segments), segments)
+                segments = []
+
+    def _starts(self, inputs: list[AudioInput], sample_rate: int | None) -> list[float]:
+        """Where each input begins in all of them, and (last) their total, in seconds (an
+        unreadable file counts as empty: transcribing it reports why)."""
+        starts = [0.0]
+        for audio in inputs:
+            try:
+                seconds = audio_duration(audio) if isinstance(audio, str | Path) \
+                    else len(audio) / (sample_rate or self.sample_rate)
+            except AudioError:
+                seconds = 0.0
+            starts.append(starts[-1] + seconds)
+        return starts
 
     def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
@@ -257,7 +310,7 @@ class Transcriber:
         where their sound stops. The aligned frames come in order, so the times do too.
         """
         origin = utterance.start - self.options.lead_in_ms / 1000
-        step = self.model.frame_seconds
+        step = self.network.frame_seconds
         timed = [(self.tokenizer.decode(w.ids), w) for w in found.words or []]
         timed = [(text, w) for text, w in timed if text]
         starts = [min(max(round(origin + w.start * step, 3), start), end) for _, w in timed]
@@ -296,14 +349,15 @@ class Transcriber:
 
     def _hypotheses(self, waves: list[torch.Tensor], align: bool) -> list[Hypothesis]:
         """One batch, decoded with scores (and word frames with `align`)."""
-        return decode_hypotheses(self.model, *self._padded(waves), self.options, self.pieces,
+        return decode_hypotheses(self.network, *self._padded(waves), self.options, self.pieces,
                                  self.lm, align)
 
     def _decode(self, waves: list[torch.Tensor], scored: bool) -> list[tuple[str, float]]:
         wave, lengths = self._padded(waves)
         if not scored:
-            texts = decode_texts(self.model, self.tokenizer, wave, lengths, self.options, self.lm)
+            texts = decode_texts(self.network, self.tokenizer, wave, lengths, self.options,
+                                 self.lm)
             return [(text, 1.0) for text in texts]
         pieces = self.pieces if self.options.words is not None else None
-        found, sure = decode_scored(self.model, wave, lengths, self.options, pieces, self.lm)
+        found, sure = decode_scored(self.network, wave, lengths, self.options, pieces, self.lm)
         return [(self.tokenizer.decode(ids), p) for ids, p in zip(found, sure, strict=True)]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from asr.checkpoint import save_text
 from asr.data import ManifestError, iter_manifest
+from asr.progress import progress
 
 SPLITS = ("train", "dev", "test")
 REHEARSAL = "rehearsal"  # the kind (and speaker) of lines taken in from other corpora
@@ -81,27 +82,36 @@ def write_manifests(out: Path, entries: Mapping[str, list[dict]],
     return paths
 
 
-def download(url: str, dest: Path, marker: str) -> Path:
+def download(url: str, dest: Path, marker: str, sha256: str | None = None) -> Path:
     """Fetch an archive (zip or tar.gz) from `url` and unpack it into `dest`, once.
 
     Skipped when `dest/marker` exists (a previous complete run). The archive is streamed to a
-    temporary file (LibriSpeech's are 6-30 GB: never held in memory), unpacked into a
-    temporary folder beside `dest` and renamed into place, so an interrupted download never
-    leaves a half-filled corpus that a later run would take for complete.
+    temporary file (LibriSpeech's are 6-30 GB: never held in memory) under a progress bar of
+    its size, hashed on the way; when the recipe knows the archive's published `sha256`, a
+    different one stops before anything is unpacked. It is unpacked into a temporary folder
+    beside `dest` and renamed into place, so an interrupted download never leaves a
+    half-filled corpus that a later run would take for complete.
     """
     if (dest / marker).exists():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    print(f"downloading {url} -> {dest}")
     staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
     try:
         archive = staging / "archive"
         try:
             with urllib.request.urlopen(url, timeout=60) as response, archive.open("wb") as f:  # noqa: S310 (fixed URLs)
-                shutil.copyfileobj(response, f, length=1 << 20)
+                size = response.headers.get("Content-Length")
+                print(f"downloading {url} -> {dest}"
+                      + (f" ({int(size) / 1e6:.1f} MB)" if size else ""), flush=True)
+                digest = _fetch(response, f, int(size) if size else None, url.rsplit("/", 1)[-1])
         except OSError as err:
             raise SystemExit(f"error: cannot download {url} ({err}); pass a local copy with "
                              "--root") from None
+        if sha256 is not None and digest != sha256:
+            raise SystemExit(f"error: {url}: sha256 {digest} is not the published {sha256} (a "
+                             "corrupt or changed download); nothing was unpacked")
+        print(f"sha256 {digest}: " + ("as published" if sha256 else "no published checksum "
+                                      "to compare with"))
         _unpack(archive, url, staging / "unpacked")
         found = sorted((staging / "unpacked").rglob(marker))
         if not found:
@@ -114,6 +124,17 @@ def download(url: str, dest: Path, marker: str) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dest
+
+
+def _fetch(response, out, size: int | None, name: str) -> str:
+    """Copy a response to `out` a megabyte at a time; the SHA-256 of what came."""
+    digest = hashlib.sha256()
+    with progress(total=size, desc=name, unit="B", unit_scale=True, unit_divisor=1024) as bar:
+        while block := response.read(1 << 20):
+            out.write(block)
+            digest.update(block)
+            bar.update(len(block))
+    return digest.hexdigest()
 
 
 def _unpack(archive: Path, url: str, into: Path) -> None:

@@ -3,7 +3,8 @@
 `python -m asr.train` runs a tiny model on four real utterances (CPU, one thread, dropout and
 SpecAugment on, so the RNG states matter), saving its state after every step. It is killed
 five times at random moments and resumed each time; every file it leaves behind loads, and
-the final weights equal, bit for bit, those of a run that was never interrupted.
+the final weights, and the training curves beside them, equal, bit for bit, those of a run that
+was never interrupted.
 """
 
 import json
@@ -17,11 +18,13 @@ import time
 import torch
 
 from asr.checkpoint import CHECKPOINT, METRICS, WEIGHTS, load_model_dir, load_torch
+from asr.curves import CSV_FILE, EPOCH_KEYS
 from asr.train import LOCK
 from conftest import ROOT, small_real_set, train_config, write_manifest
 
 RUN = ["model=tiny", "model.dropout=0.1", "tokenizer.vocab_size=30", "data.batch_size=1",
-       "trainer.max_epochs=5", "trainer.save_every_steps=1", "trainer.num_threads=1"]
+       "trainer.max_epochs=5", "trainer.save_every_steps=1", "trainer.num_threads=1",
+       "trainer.log_every=3"]
 STEPS = 20  # 4 utterances x 5 epochs
 
 
@@ -58,8 +61,11 @@ def check_everything_loads(out) -> list[str]:
                                                      "rng"}
     if (out / METRICS).exists():
         json.loads((out / METRICS).read_text())
+    if (out / CSV_FILE).exists():
+        rows = (out / CSV_FILE).read_text().splitlines()
+        assert rows[0] == "step,metric,value" and all(len(r.split(",")) == 3 for r in rows)
     assert names - set(partial) <= {"config.yaml", "model.pt", "tokenizer.model", "checkpoint.pt",
-                                    "metrics.json", LOCK}
+                                    "metrics.json", LOCK, CSV_FILE}
     return partial
 
 
@@ -98,3 +104,9 @@ def test_sigkill_five_times_then_resume_equals_an_uninterrupted_run(tmp_path):
     history = json.loads((out / METRICS).read_text())["epochs"]
     assert [(e["step"], e["train_loss"], e["dev_loss"]) for e in history] == \
         [(e["step"], e["train_loss"], e["dev_loss"]) for e in straight.state.history]
+    curves = (out / CSV_FILE).read_text().splitlines()
+    straight_curves = (tmp_path / "straight" / "model" / CSV_FILE).read_text().splitlines()
+    different = {"epoch/audio_sec_per_sec"}  # a speed, measured by each run
+    assert [r for r in curves if r.split(",")[1] not in different] == \
+        [r for r in straight_curves if r.split(",")[1] not in different]
+    assert len(curves) == 1 + 2 * (STEPS // 3) + 5 * len(EPOCH_KEYS)  # header, curve, epochs

@@ -122,3 +122,16 @@ def test_vtlp_only_in_training_and_per_utterance(waves):
     assert not torch.allclose(warped[0], warped[1], atol=1e-3)  # a factor per utterance
     assert torch.equal(clean[0], clean[3])
     assert torch.equal(clean, FrontEnd(FeatureConfig()).eval()(wave, lengths)[0])
+
+
+@pytest.mark.parametrize("cfg", [FeatureConfig(), FeatureConfig(sample_rate=8000, n_fft=256),
+                                 FeatureConfig(n_fft=400)], ids=["16k", "8k", "window=n_fft"])
+def test_dft_convolution_is_the_fft_power_spectrum(waves, cfg):
+    """What the ONNX export computes instead of the FFT (no complex numbers there): the same
+    frames and the same power to float rounding, on real speech of any length."""
+    front = FrontEnd(cfg)
+    for wave in waves:
+        for length in (cfg.n_fft, len(wave) - 37):
+            fft, dft = front.power(wave[None, :length]), front.dft_power(wave[None, :length])
+            assert dft.shape == fft.shape
+            assert torch.allclose(dft, fft, rtol=1e-4, atol=1e-7 * float(fft.max()))

@@ -1,5 +1,6 @@
 """Real-speech recipes: data prep on the shared recordings, downloads, and a short training each."""
 
+import hashlib
 import io
 import json
 import shutil
@@ -265,6 +266,34 @@ def test_download_paths_unpack_github_zip_and_tarball(tmp_path, monkeypatch):
     monkeypatch.setattr(cathy, "URL", (tmp_path / "absent.zip").as_uri())
     with pytest.raises(SystemExit, match="cannot download .*absent.zip"):
         cathy.prepare(None, tmp_path / "cathy")
+
+
+def test_download_checks_the_published_checksum(tmp_path, capsys):
+    """A download whose SHA-256 is not the published one stops before anything is unpacked;
+    the right one is unpacked. Both say the archive's size."""
+    archive = tmp_path / "corpus.zip"
+    with zipfile.ZipFile(archive, "w") as opened:
+        opened.writestr("corpus-master/MARKER", "x" * 5000)
+    url, digest = archive.as_uri(), hashlib.sha256(archive.read_bytes()).hexdigest()
+    with pytest.raises(SystemExit) as stop:
+        common.download(url, tmp_path / "bad", "MARKER", sha256="0" * 64)
+    assert str(stop.value) == (f"error: {url}: sha256 {digest} is not the published {'0' * 64} "
+                               "(a corrupt or changed download); nothing was unpacked")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.zip"]
+    assert common.download(url, tmp_path / "good", "MARKER", sha256=digest) == tmp_path / "good"
+    assert (tmp_path / "good" / "MARKER").read_text() == "x" * 5000
+    size = f"({archive.stat().st_size / 1e6:.1f} MB)"
+    assert capsys.readouterr().out.splitlines() == [
+        f"downloading {url} -> {tmp_path / 'bad'} {size}",
+        f"downloading {url} -> {tmp_path / 'good'} {size}", f"sha256 {digest}: as published"]
+
+
+def test_librispeech_checksums_cover_every_split():
+    from recipes.librispeech import prepare as librispeech
+
+    assert set(librispeech.SHA256) == {librispeech.URL.format(split=split)
+                                       for split in librispeech.TRAIN + librispeech.EVAL}
+    assert all(len(digest) == 64 for digest in librispeech.SHA256.values())
 
 
 def _subset(path: Path, out: Path, count: int, key=lambda r: 0) -> Path:

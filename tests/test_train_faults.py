@@ -3,10 +3,12 @@
 A transient NaN (injected into the loss of two steps) is skipped with a warning and counted;
 a persistent one (a real overflow: lr 1e30) stops training with a clear message. Audio that
 breaks after the manifest was checked is left out and counted with data.on_error=skip, and
-stops the run, naming the file, with data.on_error=raise.
+stops the run, naming the file, with data.on_error=raise. Warnings and epoch lines are read
+from the `asr.train` logger.
 """
 
 import json
+import logging
 
 import pytest
 import torch
@@ -18,12 +20,18 @@ from conftest import small_real_set, train_config, write_manifest
 FAST = ["tokenizer.vocab_size=30", "data.batch_size=1", "trainer.max_epochs=2"]
 
 
+@pytest.fixture(autouse=True)
+def training_log(caplog):
+    caplog.set_level(logging.INFO, logger="asr.train")
+    return caplog
+
+
 @pytest.fixture
 def manifest(tmp_path):
     return write_manifest(tmp_path / "train.jsonl", small_real_set()[:4])
 
 
-def test_transient_nan_loss_is_skipped_and_counted(tmp_path, manifest, monkeypatch, capsys):
+def test_transient_nan_loss_is_skipped_and_counted(tmp_path, manifest, monkeypatch, training_log):
     forward, calls = SpeechTransformer.forward, []
 
     def nan_on_training_calls_2_and_3(self, *args):
@@ -40,7 +48,7 @@ def test_transient_nan_loss_is_skipped_and_counted(tmp_path, manifest, monkeypat
     assert [e["bad_steps"] for e in state.history] == [2, 0]
     assert state.step == 8 - 2
     assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
-    out = capsys.readouterr().out
+    out = training_log.text
     assert "warning: non-finite loss at epoch 1, batch 2 (after step 1); step skipped" in out
     assert "warning: non-finite loss at epoch 1, batch 3 (after step 1); step skipped" in out
     assert "2 non-finite step(s) skipped" in out
@@ -75,14 +83,14 @@ def spoiled(tmp_path):
     return manifest, entries[1][0]
 
 
-def test_bad_audio_met_in_training_is_skipped_and_counted(tmp_path, spoiled, capsys):
+def test_bad_audio_met_in_training_is_skipped_and_counted(tmp_path, spoiled, training_log):
     manifest, bad = spoiled
     dev = write_manifest(tmp_path / "dev.jsonl", small_real_set()[:2])
     state = Trainer(train_config(tmp_path, manifest, *FAST, f"data.dev_manifest={dev}",
                                  "data.on_error=skip")).fit()
     assert [e["bad_audio"] for e in state.history] == [1, 1]
     assert state.step == 2 * 3
-    out = capsys.readouterr().out
+    out = training_log.text
     assert out.count(f"warning: skipped {bad}: truncated: header declares") == 1  # once per file
     assert "1 bad audio file(s) skipped" in out
 
@@ -95,13 +103,13 @@ def test_bad_audio_met_in_training_stops_the_run_by_default(tmp_path, spoiled):
     assert str(caught.value).endswith(" (data.on_error=skip leaves such files out)")
 
 
-def test_bad_manifest_lines_are_skipped_and_counted(tmp_path, manifest, capsys):
+def test_bad_manifest_lines_are_skipped_and_counted(tmp_path, manifest, training_log):
     lines = manifest.read_text().splitlines()
     manifest.write_text("\n".join([lines[0], "{broken", *lines[1:], '{"text": "x"}']) + "\n")
     cfg = train_config(tmp_path, manifest, *FAST, "trainer.max_epochs=1", "data.on_error=skip")
     trainer = Trainer(cfg)
     assert len(trainer.train_utts) == 4 and trainer.state.skipped_lines == 4  # train + dev
-    out = capsys.readouterr().out
+    out = training_log.text
     assert f"warning: skipped {manifest}:2: bad JSON (Expecting property name enclosed in " \
            "double quotes)" in out
     with pytest.raises(TrainingError, match="data.on_error must be raise or skip, got 'ignore'"):

@@ -43,6 +43,7 @@ import soundfile as sf
 
 from asr.audio import load_audio
 from asr.checkpoint import save_text
+from asr.progress import progress
 from recipes.common import (
     SPLITS,
     download,
@@ -146,7 +147,7 @@ def _strings(items: list[tuple[Path, int, str]], count: int, split: str, out: Pa
         by_speaker[speaker].append((path, digit))
     speakers = sorted(by_speaker)
     entries = []
-    for index in range(count):
+    for index in progress(range(count), f"{split} digit strings", unit="utt"):
         speaker = speakers[index % len(speakers)]
         pool = by_speaker[speaker]
         chosen = [pool[i] for i in rng.choice(len(pool), size=rng.integers(1, MAX_DIGITS + 1))]

@@ -24,12 +24,24 @@ from pathlib import Path
 import soundfile as sf
 
 from asr.checkpoint import save_text
+from asr.progress import progress
 from asr.text import normalize_text
 from recipes.common import download, manifest_line, write_manifests
 
 URL = "https://www.openslr.org/resources/12/{split}.tar.gz"
 TRAIN = ("train-clean-100", "train-clean-360", "train-other-500")
 EVAL = ("dev-clean", "dev-other", "test-clean", "test-other")
+# The archives' SHA-256, as torchaudio's LibriSpeech dataset publishes them; by URL, so that
+# an archive fetched from elsewhere (a mirror, a test) is not held to them.
+SHA256 = {URL.format(split=split): digest for split, digest in {
+    "dev-clean": "76f87d090650617fca0cac8f88b9416e0ebf80350acb97b343a85fa903728ab3",
+    "dev-other": "12661c48e8c3fe1de2c1caa4c3e135193bfb1811584f11f569dd12645aa84365",
+    "test-clean": "39fde525e59672dc6d1551919b1478f724438a95aa55f874b576be21967e6c23",
+    "test-other": "d09c181bba5cf717b3dee7d4d592af11a3ee3a09e08ae025c5506f6ebe961c29",
+    "train-clean-100": "d4ddd1d5a6ab303066f14971d768ee43278a5f2a0aa43dc716b0e64ecbbbf6e2",
+    "train-clean-360": "146a56496217e96c14334a160df97fffedd6e0a04e66b9c5af0d40be3c792ecf",
+    "train-other-500": "ddb22f27f96ec163645d53215559df6aa36515f26e01dd70798188350adcb6d2",
+}.items()}
 
 
 def chapter_utterances(trans: Path) -> list[tuple[Path, str, str]]:
@@ -56,7 +68,8 @@ def split_entries(folder: Path, split: str) -> list[dict]:
         raise SystemExit(f"error: {folder}: no SPEAKER/CHAPTER/SPEAKER-CHAPTER.trans.txt files")
     utterances = [u for trans in transcripts for u in chapter_utterances(trans)]
     with ThreadPoolExecutor(8) as pool:
-        durations = list(pool.map(lambda u: sf.info(str(u[0])).duration, utterances))
+        durations = list(progress(pool.map(lambda u: sf.info(str(u[0])).duration, utterances),
+                                  f"{split}: reading headers", total=len(utterances), unit="file"))
     entries = []
     for (audio, utt_id, text), duration in zip(utterances, durations, strict=True):
         speaker, chapter, _ = utt_id.split("-")
@@ -70,7 +83,8 @@ def split_folder(root: Path | None, out: Path, split: str) -> Path:
     OUT/download/{split}/{split} (each archive also holds LibriSpeech's README and lists)."""
     if root is not None:
         return Path(root) / split
-    return download(URL.format(split=split), out / "download" / split, marker=split) / split
+    url = URL.format(split=split)
+    return download(url, out / "download" / split, marker=split, sha256=SHA256.get(url)) / split
 
 
 def prepare(root: Path | None, out: Path, train: Iterable[str] = TRAIN,

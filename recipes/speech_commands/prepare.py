@@ -29,6 +29,7 @@ from pathlib import Path
 
 import soundfile as sf
 
+from asr.progress import progress
 from recipes.common import (
     REHEARSAL,
     SPLITS,
@@ -87,7 +88,7 @@ def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
     if root is None:
         root = download(URL, out / "download", marker=SILENCE)
     entries: dict[str, list[dict]] = defaultdict(list)
-    for path in clips(Path(root), unknown, silence):
+    for path in progress(clips(Path(root), unknown, silence), "reading clips", unit="clip"):
         text, group = describe(path)
         split = hash_split(group, dev_percent, test_percent, SALT)
         kind = path.parent.name if path.parent.name in (UNKNOWN, SILENCE) else "command"

@@ -44,6 +44,7 @@ import soundfile as sf
 
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
+from asr.progress import progress
 from recipes.voice_commands.real import real_records
 
 SPLITS = ("train", "dev", "test")
@@ -371,11 +372,14 @@ def settings(args: argparse.Namespace, voices: list[Voice], real: dict[str, list
 
 
 def synthesize_all(jobs: list[Job], processes: int) -> list[dict]:
-    """Render every job, in order, with a pool of `processes` workers."""
+    """Render every job, in order, with a pool of `processes` workers (under a progress bar)."""
+    def bar(records):
+        return list(progress(records, "synthesising", total=len(jobs), unit="utt"))
+
     if processes <= 1:
-        return [render(job) for job in jobs]
+        return bar(render(job) for job in jobs)
     with Pool(processes) as pool:
-        return pool.map(render, jobs, chunksize=8)
+        return bar(pool.imap(render, jobs, chunksize=8))
 
 
 def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],

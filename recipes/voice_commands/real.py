@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from asr.audio import audio_duration
+from asr.progress import progress
 from asr.text import normalize_transcription
 from recipes.fsdd import prepare as fsdd_recipe
 from recipes.speech_commands import prepare as sc
@@ -102,7 +103,8 @@ def real_records(root: Path, out: Path, grammar_sentences: set[str]) -> dict[str
                ("wuw", lambda d: wuw(d, out, grammar_sentences))]
     for folder, read in sources:
         if (root / folder).is_dir():
-            for split, record in read(root / folder):
+            for split, record in progress(read(root / folder), f"real speech: {folder}",
+                                          unit="file"):
                 if not (split == "train" and record["duration"] > MAX_OTHER_SECONDS):
                     splits[split].append(record)
     if len(splits["dev"]) > DEV_RECORDINGS:

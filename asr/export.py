@@ -1,0 +1,233 @@
+"""Export a trained model to ONNX: `python -m asr.export --model DIR --format onnx`.
+
+Writes encoder.onnx (front end + encoder + every decoder layer's cross-attention keys/values
+and the CTC head), decoder.onnx (one decoder step over new tokens with its self-attention
+key/value cache), the config and the tokenizer into OUT (default DIR/onnx), the layout
+`asr.onnx_backend` documents. `Transcriber.from_pretrained(DIR, backend="onnx")` runs them
+with the same searches. `--quantize int8` also quantises the weights of every matrix product
+to int8 (onnxruntime's dynamic quantisation: activations quantised on the fly) into
+DIR/onnx_int8.
+
+The feature front end is inside encoder.onnx: with it the graphs need nothing but audio, so
+they run wherever onnxruntime does. Its FFT becomes a strided convolution (complex numbers do
+not exist in ONNX), which onnxruntime runs as fast as torch's FFT. The exporter is torch's
+TorchScript one (`dynamo=False`): torch.export (the default exporter) refuses the encoder's
+symbolic frame arithmetic, and tracing keeps every shape symbolic in the graphs.
+"""
+
+import io
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from asr.checkpoint import (
+    CONFIG,
+    TOKENIZER,
+    ModelDirError,
+    atomic_write,
+    load_model_dir,
+)
+from asr.cli import ArgumentParser, print_error
+from asr.model import DecoderCache, KVCache, SpeechTransformer, TextDecoder
+from asr.onnx_backend import (
+    DECODER,
+    DECODER_INPUTS,
+    DECODER_OUTPUTS,
+    ENCODER,
+    ENCODER_INPUTS,
+    ENCODER_OUTPUTS,
+    OnnxNetwork,
+)
+
+OPSET = 17
+QUANTIZED = ("MatMul", "Gemm")
+
+
+class EncoderGraph(nn.Module):
+    """Waveforms -> per frame: the decoder's cross-attention keys and values, the CTC logits.
+
+    The keys and values of the encoder states depend on nothing the search does, so they are
+    computed here once per utterance, not at every decoder step."""
+
+    def __init__(self, model: SpeechTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, ...]:
+        memory, frames = self.model.encode(wave, lengths)
+        kv = [part.transpose(1, 2).flatten(2) for block in self.model.decoder.blocks
+              for part in block.cross_attn.project(memory)]
+        outputs = (torch.cat(kv, -1), frames)
+        return outputs + (self.model.ctc(memory),) if self.model.ctc is not None else outputs
+
+
+class _ConcatCache(KVCache):
+    """A self-attention cache given as tensors, grown by one concatenation (one ONNX Concat)."""
+
+    def __init__(self, k: Tensor, v: Tensor) -> None:
+        super().__init__(grows=True)
+        self.k, self.v = k, v
+
+    def _append(self, cached: Tensor, new: Tensor) -> Tensor:
+        return torch.cat([cached, new], 2)
+
+
+class DecoderStep(nn.Module):
+    """The decoder over new tokens, its caches as inputs and outputs (`asr.onnx_backend`)."""
+
+    def __init__(self, decoder: TextDecoder) -> None:
+        super().__init__()
+        self.decoder = decoder
+
+    def forward(self, tokens: Tensor, cross_kv: Tensor, memory_lengths: Tensor, past_kv: Tensor,
+                rows: Tensor) -> tuple[Tensor, Tensor]:
+        past_kv = past_kv.index_select(1, rows)
+        cache = DecoderCache(len(self.decoder.blocks))
+        for i in range(len(self.decoder.blocks)):
+            cache.self_attn[i] = _ConcatCache(past_kv[2 * i], past_kv[2 * i + 1])
+            cache.cross_attn[i].k, cache.cross_attn[i].v = cross_kv[2 * i], cross_kv[2 * i + 1]
+        cache.offset = past_kv.shape[3]  # traced: a size of the input, not a constant
+        logits = self.decoder(tokens, None, memory_lengths, cache)
+        present = torch.stack([t for layer in cache.self_attn for t in (layer.k, layer.v)])
+        return logits, present
+
+
+def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
+    """Write the two graphs, the config and the tokenizer into `out`; returns the largest
+    difference between the graphs (in onnxruntime) and the torch model on a check input of
+    other shapes than the traced ones."""
+    model, _, _ = load_model_dir(model_dir)
+    model_dir, out = Path(model_dir), Path(out)
+    torch.manual_seed(0)
+    rate = model.frontend.cfg.sample_rate
+    wave = 0.1 * torch.randn(2, rate)
+    lengths = torch.tensor([rate, rate * 3 // 4])
+    encoder = EncoderGraph(model).eval()
+    names = ENCODER_OUTPUTS if model.ctc is not None else ENCODER_OUTPUTS[:2]
+    _export(encoder, (wave, lengths), out / ENCODER, ENCODER_INPUTS, names, {
+        "wave": {0: "batch", 1: "samples"}, "lengths": {0: "batch"},
+        "cross_kv": {0: "batch", 1: "frames"}, "ctc_logits": {0: "batch", 1: "frames"}})
+    # Traced with two hypotheses per utterance and two new tokens: the paths that serve any
+    # number of each (one token, greedy search) are then the ones recorded.
+    with torch.no_grad():
+        cross = _attention_layout(model, encoder(wave, lengths)[0])
+    dims = model.dims
+    past = torch.randn(2 * dims.n_decoder_layers, 4, dims.n_head, 3, dims.d_model // dims.n_head)
+    tokens = torch.randint(4, dims.n_vocab, (4, 2))
+    _export(DecoderStep(model.decoder).eval(),
+            (tokens, cross, lengths, past, torch.tensor([1, 0, 3, 3])), out / DECODER,
+            DECODER_INPUTS, DECODER_OUTPUTS, {
+                "tokens": {0: "hyps", 1: "new"}, "cross_kv": {1: "batch", 3: "frames"},
+                "memory_lengths": {0: "batch"}, "past_kv": {1: "previous", 3: "past"},
+                "rows": {0: "hyps"}, "logits": {0: "hyps", 1: "new"},
+                "present_kv": {1: "hyps", 3: "length"}})
+    for name in (CONFIG, TOKENIZER):
+        data = (model_dir / name).read_bytes()
+        atomic_write(out / name, lambda f, data=data: f.write(data))
+    return check(model, out)
+
+
+def _attention_layout(model: SpeechTransformer, cross_kv: Tensor) -> Tensor:
+    dims = model.dims
+    return cross_kv.unflatten(-1, (2 * dims.n_decoder_layers, dims.n_head, -1)).permute(
+        2, 0, 3, 1, 4).contiguous()
+
+
+def _export(module: nn.Module, args: tuple, path: Path, inputs: tuple, outputs: tuple,
+            axes: dict) -> None:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer notes on shape arithmetic, deprecation of the exporter
+        torch.onnx.export(module, args, buffer, dynamo=False, opset_version=OPSET,
+                          input_names=list(inputs), output_names=list(outputs),
+                          dynamic_axes={k: v for k, v in axes.items() if k in inputs + outputs})
+    atomic_write(path, lambda f: f.write(buffer.getvalue()))
+
+
+@torch.no_grad()
+def check(model: SpeechTransformer, out: Path) -> dict[str, float]:
+    """Largest |ONNX - torch| of the memory and of decoder steps, on shapes other than the
+    traced ones: three utterances of other lengths, one hypothesis each, an empty cache and a
+    one-token step after it."""
+    network, _, _ = OnnxNetwork.load(out)
+    rate = model.frontend.cfg.sample_rate
+    torch.manual_seed(1)
+    wave = 0.1 * torch.randn(3, rate * 3 // 2)
+    lengths = torch.tensor([rate * 3 // 2, rate // 2, rate])
+    memory, frames = model.encode(wave, lengths)
+    onnx_memory, onnx_frames = network.encode(wave, lengths)
+    if not torch.equal(frames, onnx_frames):
+        raise ModelDirError(f"{out}: the exported encoder counts frames differently")
+    cross = network.cross_kv(onnx_memory)
+    tokens = torch.randint(4, model.dims.n_vocab, (3, 3))
+    cache = DecoderCache(len(model.decoder.blocks))
+    torch_steps = [model.decoder(tokens[:, :2], memory, frames, cache),
+                   model.decoder(tokens[:, 2:], memory, frames, cache)]
+    first, past = network.step(tokens[:, :2], cross, frames, network.empty_cache(3),
+                               torch.arange(3))
+    second, _ = network.step(tokens[:, 2:], cross, frames, past, torch.arange(3))
+    valid = torch.arange(memory.shape[1])[None, :] < frames[:, None]
+    encoder = EncoderGraph(model)(wave, lengths)[0] - onnx_memory[..., :network.kv_width]
+    differences = {"encoder": float(encoder.abs()[valid].max()), "decoder": max(float((a - b).abs().max())
+                                  for a, b in zip(torch_steps, (first, second), strict=True))}
+    if model.ctc is not None:
+        ctc = (model.ctc(memory) - network.ctc_logits(onnx_memory)).abs()
+        differences["ctc"] = float(ctc[valid].max())
+    return differences
+
+
+def quantize_int8(source: Path, out: Path) -> None:
+    """Dynamic int8 quantisation (per output channel) of both graphs' products with a weight
+    matrix; the config and tokenizer copied alongside.
+
+    Left in float: the front end (its mel product spans twelve orders of magnitude of power,
+    which 256 levels of a dynamically quantised activation flatten) and the products of two
+    activations (attention scores and their weighted sums)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    for name in (ENCODER, DECODER):
+        graph = onnx.load(source / name).graph
+        weights = {w.name for w in graph.initializer}
+        chosen = [node.name for node in graph.node if node.op_type in QUANTIZED
+                  and not node.name.startswith("/frontend/") and node.input[1] in weights]
+        with tempfile.TemporaryDirectory() as tmp:
+            target = Path(tmp) / name
+            quantize_dynamic(source / name, target, weight_type=QuantType.QInt8,
+                             per_channel=True, nodes_to_quantize=chosen)
+            data = target.read_bytes()
+        atomic_write(out / name, lambda f, data=data: f.write(data))
+    for name in (CONFIG, TOKENIZER):
+        data = (source / name).read_bytes()
+        atomic_write(out / name, lambda f, data=data: f.write(data))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m asr.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="model directory written by training")
+    parser.add_argument("--format", required=True, choices=["onnx"])
+    parser.add_argument("--quantize", choices=["int8"],
+                        help="also write int8 weights (dynamic quantisation) into OUT_int8")
+    parser.add_argument("--out", type=Path, help="where the graphs go (default: MODEL/onnx)")
+    args = parser.parse_args(argv)
+    out = args.out or Path(args.model) / "onnx"
+    try:
+        differences = export_onnx(args.model, out)
+        print(f"{out}: {ENCODER}, {DECODER}; largest |onnx - torch| on a check input: "
+              + ", ".join(f"{name} {value:.1e}" for name, value in differences.items()))
+        if args.quantize:
+            quantized = out.with_name(f"{out.name}_{args.quantize}")
+            quantize_int8(out, quantized)
+            print(f"{quantized}: {ENCODER}, {DECODER} with int8 weights")
+    except (ModelDirError, OSError) as err:
+        print_error(err)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
