@@ -22,6 +22,7 @@ import numpy as np
 import soundfile as sf
 
 from asr.checkpoint import atomic_write, save_text
+from asr.progress import progress
 
 ISM_ORDER = 3  # reflections simulated as image sources; ray tracing does the rest
 
@@ -79,7 +80,7 @@ def write_rooms(out: Path, count: int, sample_rate: int = 16000,
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
     lines = []
-    for index in range(count):
+    for index in progress(range(count), "simulating rooms", unit="room"):
         room = draw_room(rng, rt60)
         try:
             rir = simulate(room, sample_rate)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import soundfile as sf
 
+from asr.progress import progress
 from recipes.common import (
     REHEARSAL,
     download,
@@ -73,7 +74,7 @@ def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
     if root is None:
         root = download(URL, out / "download", marker="LICENSE")
     entries: dict[str, list[dict]] = defaultdict(list)
-    for audio, prompt, text in utterances(Path(root)):
+    for audio, prompt, text in progress(utterances(Path(root)), "cathy", unit="utt"):
         split = hash_split(prompt, dev_percent, test_percent, SALT)
         entries[split].append(manifest_line(audio, text, sf.info(str(audio)).duration,
                                             prompt=prompt))

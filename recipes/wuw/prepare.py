@@ -53,6 +53,7 @@ from pathlib import Path
 import soundfile as sf
 
 from asr.checkpoint import atomic_write
+from asr.progress import progress
 from asr.text import normalize_transcription
 from recipes.common import (
     SPLITS,
@@ -198,7 +199,7 @@ def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
     items = entries(Path(root))
     groups = speaker_groups(items)
     lines: dict[str, list[dict]] = defaultdict(list)
-    for entry in items:
+    for entry in progress(items, "wuw: mu-law to wav", unit="utt"):
         line = record(Path(root), entry, out / "wavs", groups[entry["sessionNumber"]])
         if line is not None:
             lines[hash_split(line["speaker"], dev_percent, test_percent, SALT)].append(line)

@@ -34,6 +34,7 @@ from asr.alignment import align_text
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError, save_text
 from asr.data import ManifestError, iter_manifest
+from asr.progress import progress
 from asr.transcriber import Transcriber
 from recipes.wuw.prepare import KEYWORDS
 
@@ -77,7 +78,8 @@ def spot(model_dir: Path, manifest: Path, tolerance: float) -> dict:
     waves = [load_audio(path, transcriber.sample_rate) for _, path in timed]
     texts = transcriber.transcribe_waves(waves)
     sentences = []
-    for (row, _), wave, text in zip(timed, waves, texts, strict=True):
+    for (row, _), wave, text in progress(zip(timed, waves, texts, strict=True), "aligning",
+                                         total=len(timed), unit="utt"):
         words = align_text(transcriber.model, transcriber.tokenizer, wave, text)
         result = score_sentence(words, row["keyword"], row["keyword_start"], row["keyword_end"],
                                 tolerance, row["text"])
