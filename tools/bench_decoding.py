@@ -43,7 +43,6 @@ def main() -> None:
     audio_seconds = sum(len(w) for w in waves) / rate
     saved = OmegaConf.to_container(config.get("decode", {}))
     ctc_weight = args.ctc_weight if args.ctc_weight is not None else saved.get("ctc_weight", 0.0)
-    steps = count_decoder_calls(model)
     print(f"{args.model}: {len(waves)} utterances, {audio_seconds:.1f} s of audio, "
           f"{torch.get_num_threads()} thread(s), ctc_weight {ctc_weight}")
     print(f"{'search':<22}{'cache':>6}{'batch':>6}{'RTF':>9}{'ms/utt':>9}{'steps/s':>9}")
@@ -51,11 +50,28 @@ def main() -> None:
                 ("greedy + ctc", {"beam_size": 1, "ctc_weight": ctc_weight}),
                 ("beam 5", {"beam_size": 5, "ctc_weight": 0.0}),
                 ("beam 5 + ctc", {"beam_size": 5, "ctc_weight": ctc_weight})]
+    seconds = time_searches(model, waves, audio_seconds, searches, args.batch_size)
+    started = time.perf_counter()
+    run(model, waves, DecodingOptions(mode="ctc_greedy"), args.batch_size)
+    took = time.perf_counter() - started
+    print(f"{'ctc greedy':<22}{'-':>6}{args.batch_size:>6}{took / audio_seconds:>9.4f}"
+          f"{1000 * took / len(waves):>9.1f}")
+    print_ratios([name for name, _ in searches], seconds, args.batch_size)
+
+
+Searches = list[tuple[str, dict]]
+
+
+def time_searches(model, waves: list[torch.Tensor], audio_seconds: float, searches: Searches,
+                  batch_size: int) -> dict[tuple[str, bool, int], float]:
+    """Decode with each search, with and without the cache, one at a time and in batches of
+    `batch_size`, printing a row each; the seconds each took, by (search, cache, batch)."""
+    steps = count_decoder_calls(model)
     seconds: dict[tuple[str, bool, int], float] = {}
     for name, options in searches:
         outputs = {}
         for cache in (True, False):
-            for batch in (1, args.batch_size):
+            for batch in (1, batch_size):
                 opts = DecodingOptions(kv_cache=cache, **options)
                 steps[0] = 0
                 started = time.perf_counter()
@@ -64,19 +80,20 @@ def main() -> None:
                 print(f"{name:<22}{'yes' if cache else 'no':>6}{batch:>6}"
                       f"{took / audio_seconds:>9.4f}{1000 * took / len(waves):>9.1f}"
                       f"{steps[0] / took:>9.0f}")
-        same = all(outputs[True, b] == outputs[False, b] for b in (1, args.batch_size))
+        same = all(outputs[True, b] == outputs[False, b] for b in (1, batch_size))
         print(f"{'':<22}cache changes no hypothesis: {same}")
-    started = time.perf_counter()
-    run(model, waves, DecodingOptions(mode="ctc_greedy"), args.batch_size)
-    took = time.perf_counter() - started
-    print(f"{'ctc greedy':<22}{'-':>6}{args.batch_size:>6}{took / audio_seconds:>9.4f}"
-          f"{1000 * took / len(waves):>9.1f}")
+    return seconds
+
+
+def print_ratios(names: list[str], seconds: dict[tuple[str, bool, int], float],
+                 batch_size: int) -> None:
+    """Batched vs one at a time, and cache vs none, from the same run's seconds."""
     print("ratios (same run):")
-    for name, _ in searches:
-        one, many = seconds[name, True, 1], seconds[name, True, args.batch_size]
-        print(f"  {name}: batched {args.batch_size} vs one at a time {one / many:.1f}x faster "
+    for name in names:
+        one, many = seconds[name, True, 1], seconds[name, True, batch_size]
+        print(f"  {name}: batched {batch_size} vs one at a time {one / many:.1f}x faster "
               f"per utterance; cache vs none {seconds[name, False, 1] / one:.2f}x (batch 1), "
-              f"{seconds[name, False, args.batch_size] / many:.2f}x (batch {args.batch_size})")
+              f"{seconds[name, False, batch_size] / many:.2f}x (batch {batch_size})")
 
 
 def run(model, waves: list[torch.Tensor], options: DecodingOptions,

@@ -39,33 +39,13 @@ def main(argv: list[str] | None = None) -> None:
     set_threads(args.threads)
     utterances = sample(read_manifest(args.manifest), args.limit, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        export_onnx(args.model, Path(tmp) / "fp32")
-        quantize_int8(Path(tmp) / "fp32", Path(tmp) / "int8")
-        common = {"vad": None, "batch_size": args.batch_size, **options}
-        transcribers = {
-            "torch fp32": Transcriber.from_pretrained(args.model, "cpu", **common),
-            "onnx fp32": Transcriber.from_pretrained(Path(tmp) / "fp32", backend="onnx", **common),
-            "onnx int8": Transcriber.from_pretrained(Path(tmp) / "int8", backend="onnx", **common)}
+        transcribers = load_contenders(args.model, Path(tmp),
+                                       {"vad": None, "batch_size": args.batch_size, **options})
         rate = transcribers["torch fp32"].sample_rate
         waves = [load_audio(u.audio_filepath, rate) for u in utterances]
         audio_seconds = sum(len(w) for w in waves) / rate
-        hypotheses: dict[str, list[str]] = {}
-
-        def run(name: str):
-            return lambda: hypotheses.__setitem__(name, transcribers[name].transcribe_waves(waves))
-
-        times = alternate({name: run(name) for name in transcribers}, args.rounds, warmup=0)
-    references = [u.text for u in utterances]
-    torch_rtf = median(times["torch fp32"]) / audio_seconds
-    results, rows = {}, []
-    for name, found in hypotheses.items():
-        rtf = median(times[name]) / audio_seconds
-        same = sum(a == b for a, b in zip(found, hypotheses["torch fp32"], strict=True))
-        results[name] = {"wer": error_rate(list(zip(references, found, strict=True))), "rtf": rtf,
-                         "speedup_vs_torch": torch_rtf / rtf, "same_as_torch": same,
-                         "seconds": times[name]}
-        rows.append([name, f"{100 * results[name]['wer']:.2f}", f"{rtf:.4f}",
-                     f"{torch_rtf / rtf:.2f}x", f"{same}/{len(found)}"])
+        times, hypotheses = decode_alternating(transcribers, waves, args.rounds)
+    results, rows = score(hypotheses, times, [u.text for u in utterances], audio_seconds)
     fp32, int8 = results["onnx fp32"], results["onnx int8"]
     table = markdown_table(["backend", "WER %", "RTF", "speed vs torch", "same as torch"], rows)
     decoding = transcribers["torch fp32"].options
@@ -79,6 +59,43 @@ def main(argv: list[str] | None = None) -> None:
             "decoding": {"beam_size": decoding.beam_size, "ctc_weight": decoding.ctc_weight},
             "utterances": len(utterances), "audio_seconds": audio_seconds, "results": results},
            args.json)
+
+
+def load_contenders(model: Path, tmp: Path, options: dict) -> dict[str, Transcriber]:
+    """The torch model and its fp32 and int8 exports (written under `tmp`), as Transcribers."""
+    export_onnx(model, tmp / "fp32")
+    quantize_int8(tmp / "fp32", tmp / "int8")
+    return {"torch fp32": Transcriber.from_pretrained(model, "cpu", **options),
+            "onnx fp32": Transcriber.from_pretrained(tmp / "fp32", backend="onnx", **options),
+            "onnx int8": Transcriber.from_pretrained(tmp / "int8", backend="onnx", **options)}
+
+
+def decode_alternating(transcribers: dict[str, Transcriber], waves: list[torch.Tensor],
+                       rounds: int) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
+    """Each contender's seconds per round and its (last round's) hypotheses."""
+    hypotheses: dict[str, list[str]] = {}
+
+    def run(name: str):
+        return lambda: hypotheses.__setitem__(name, transcribers[name].transcribe_waves(waves))
+
+    times = alternate({name: run(name) for name in transcribers}, rounds, warmup=0)
+    return times, hypotheses
+
+
+def score(hypotheses: dict[str, list[str]], times: dict[str, list[float]],
+          references: list[str], audio_seconds: float) -> tuple[dict[str, dict], list[list[str]]]:
+    """Each contender's WER, RTF and agreement with torch: the JSON results and the table rows."""
+    torch_rtf = median(times["torch fp32"]) / audio_seconds
+    results, rows = {}, []
+    for name, found in hypotheses.items():
+        rtf = median(times[name]) / audio_seconds
+        same = sum(a == b for a, b in zip(found, hypotheses["torch fp32"], strict=True))
+        results[name] = {"wer": error_rate(list(zip(references, found, strict=True))), "rtf": rtf,
+                         "speedup_vs_torch": torch_rtf / rtf, "same_as_torch": same,
+                         "seconds": times[name]}
+        rows.append([name, f"{100 * results[name]['wer']:.2f}", f"{rtf:.4f}",
+                     f"{torch_rtf / rtf:.2f}x", f"{same}/{len(found)}"])
+    return results, rows
 
 
 if __name__ == "__main__":

@@ -40,6 +40,11 @@ from bench_training import default_config  # noqa: E402
 LIBRISPEECH_HOURS = 960
 H100_BF16_DENSE_TFLOPS = 989  # NVIDIA H100 SXM data sheet, dense (no sparsity)
 UTILISATION = (0.05, 0.1, 0.2)  # assumed model-FLOPs utilisations (not measured here)
+ASSUMPTIONS = (f"H100 bf16 dense peak {H100_BF16_DENSE_TFLOPS} TFLOP/s (data sheet); "
+               f"model-FLOPs utilisation {UTILISATION} (assumed, not measured); "
+               "counted FLOPs (matmul/conv/attention) of this batch shape scale "
+               "linearly with audio; no speed-perturbed copies (one random factor "
+               "per utterance and epoch)")
 
 
 def librispeech_like_batch(root: Path, tokenizer: Tokenizer, size: int, join: int) -> dict:
@@ -78,24 +83,7 @@ def main() -> None:
     tokenizer = Tokenizer.train([t for _, t in cathy(args.data)], args.vocab)
     batch = librispeech_like_batch(args.data, tokenizer, args.batch, args.join)
     audio = batch["lengths"].sum().item() / 16000
-    model = build("s2t_s", args.vocab).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        model(batch["wave"], batch["lengths"], batch["tokens"])["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        optimizer.step()
-
-    with FlopCounterMode(display=False) as counter:
-        step()
-    flops = counter.get_total_flops()
-    wall, cpu = [], []
-    for _ in range(args.rounds):
-        started, started_cpu = time.perf_counter(), time.process_time()
-        step()
-        wall.append(time.perf_counter() - started)
-        cpu.append(time.process_time() - started_cpu)
+    flops, wall, cpu = time_steps(build("s2t_s", args.vocab).train(), batch, args.rounds)
     step_cpu = median(cpu)
     per_audio_second = flops / audio
     epoch_flops = per_audio_second * LIBRISPEECH_HOURS * 3600
@@ -110,25 +98,51 @@ def main() -> None:
         "estimate_960h_epoch": {
             "cpu_core_hours_measured_rate": LIBRISPEECH_HOURS * 3600 / (audio / step_cpu) / 3600,
             "h100_hours_assumed": {f"utilisation {u:.0%}": h for u, h in gpu_hours.items()},
-            "assumptions": f"H100 bf16 dense peak {H100_BF16_DENSE_TFLOPS} TFLOP/s (data sheet); "
-                           f"model-FLOPs utilisation {UTILISATION} (assumed, not measured); "
-                           "counted FLOPs (matmul/conv/attention) of this batch shape scale "
-                           "linearly with audio; no speed-perturbed copies (one random factor "
-                           "per utterance and epoch)"}}
-    est = results["estimate_960h_epoch"]
-    rows = [[f"parameters, s2t_s / s2t_m (BPE {args.vocab})",
-             f"{params['s2t_s'] / 1e6:.1f}M / {params['s2t_m'] / 1e6:.1f}M"],
-            [f"s2t_s training step, {audio:.1f} s of audio in {args.batch} utterances",
-             f"{step_cpu:.2f} CPU s ({median(wall):.2f} s wall), {args.threads} thread(s)"],
-            ["measured CPU rate", f"{audio / step_cpu:.2f} audio s per CPU s"],
-            ["counted FLOPs", f"{flops / 1e12:.2f} TFLOP per step, "
-                              f"{per_audio_second / 1e9:.0f} GFLOP per audio second"],
-            ["one 960 h epoch on CPU (measured rate)",
-             f"{est['cpu_core_hours_measured_rate']:.0f} core-hours"]]
-    rows += [[f"one 960 h epoch on an H100, ASSUMING {u:.0%} utilisation", f"{h:.2f} GPU-hours"]
-             for u, h in gpu_hours.items()]
+            "assumptions": ASSUMPTIONS}}
+    rows = table_rows(results, gpu_hours, args.vocab, args.threads)
     report("LibriSpeech configs: size, step cost, estimate", markdown_table(["what", "value"], rows),
            results, args.json)
+
+
+def time_steps(model: torch.nn.Module, batch: dict,
+               rounds: int) -> tuple[int, list[float], list[float]]:
+    """One training step's counted FLOPs, then `rounds` steps' wall and CPU seconds."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        model(batch["wave"], batch["lengths"], batch["tokens"])["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+
+    with FlopCounterMode(display=False) as counter:
+        step()
+    wall, cpu = [], []
+    for _ in range(rounds):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        step()
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    return counter.get_total_flops(), wall, cpu
+
+
+def table_rows(results: dict, gpu_hours: dict[float, float], vocab: int,
+               threads: int) -> list[list[str]]:
+    """The report's rows (what, value) from the results."""
+    params, step = results["parameters"], results["s2t_s_step"]
+    audio, step_cpu = results["batch"]["audio_seconds"], step["cpu_seconds"]
+    rows = [[f"parameters, s2t_s / s2t_m (BPE {vocab})",
+             f"{params['s2t_s'] / 1e6:.1f}M / {params['s2t_m'] / 1e6:.1f}M"],
+            [f"s2t_s training step, {audio:.1f} s of audio in {results['batch']['utterances']} "
+             "utterances",
+             f"{step_cpu:.2f} CPU s ({step['wall_seconds']:.2f} s wall), {threads} thread(s)"],
+            ["measured CPU rate", f"{audio / step_cpu:.2f} audio s per CPU s"],
+            ["counted FLOPs", f"{step['flops'] / 1e12:.2f} TFLOP per step, "
+                              f"{results['flops_per_audio_second'] / 1e9:.0f} GFLOP per audio second"],
+            ["one 960 h epoch on CPU (measured rate)",
+             f"{results['estimate_960h_epoch']['cpu_core_hours_measured_rate']:.0f} core-hours"]]
+    return rows + [[f"one 960 h epoch on an H100, ASSUMING {u:.0%} utilisation", f"{h:.2f} GPU-hours"]
+                   for u, h in gpu_hours.items()]
 
 
 if __name__ == "__main__":
