@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from asr.actions import ActionsConfig, Assistant, SandboxError, inside_home, list_files, running_processes
+from asr.assistant.actions import (
+    ActionsConfig,
+    Assistant,
+    SandboxError,
+    inside_home,
+    list_files,
+    running_processes,
+)
 
 
 @pytest.fixture

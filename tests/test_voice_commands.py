@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from asr.grammar import Grammar
+from asr.assistant.grammar import Grammar
 from conftest import SHARED, require_shared
 from recipes.voice_commands import prepare, real
 from recipes.wuw import prepare as wuw_recipe

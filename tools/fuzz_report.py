@@ -440,23 +440,23 @@ case("cli", "asr-evaluate a bad manifest line")(
 
 
 def _intents(w: Work, *extra: str) -> Cli:
-    return Cli("asr.intents:main", ["--model", str(w.model), *extra, str(w.clip)])
+    return Cli("asr.assistant.intents:main", ["--model", str(w.model), *extra, str(w.clip)])
 
 
 for option, value in [("--threshold", "2"), ("--threshold", "nan"), ("--min-confidence", "-1"),
                       ("--grammar", "/dev/zero"), ("--device", "foo")]:
-    case("cli", f"asr.intents {option} {value}")(
+    case("cli", f"asr.assistant.intents {option} {value}")(
         lambda w, option=option, value=value: _intents(w, option, value))
-case("cli", "asr.intents --grammar FIFO")(lambda w: _intents(w, "--grammar", str(w.fifo())))
-case("cli", "asr.intents --grammar with a billion laughs")(
+case("cli", "asr.assistant.intents --grammar FIFO")(lambda w: _intents(w, "--grammar", str(w.fifo())))
+case("cli", "asr.assistant.intents --grammar with a billion laughs")(
     lambda w: _intents(w, "--grammar", str(w.file("g.yaml", BOMB + "context: *a11\n"))))
-case("cli", "asr.intents no grammar in the model directory")(
+case("cli", "asr.assistant.intents no grammar in the model directory")(
     lambda w: ((w.model / "grammar.yaml").unlink(), _intents(w))[1])
-case("cli", "asr.intents evaluate --manifest /dev/zero")(
-    lambda w: Cli("asr.intents:main", ["evaluate", "--model", str(w.model), "--manifest",
+case("cli", "asr.assistant.intents evaluate --manifest /dev/zero")(
+    lambda w: Cli("asr.assistant.intents:main", ["evaluate", "--model", str(w.model), "--manifest",
                                        "/dev/zero"]))
-case("cli", "asr.intents evaluate --json into a directory")(
-    lambda w: Cli("asr.intents:main", ["evaluate", "--model", str(w.model), "--manifest", str(
+case("cli", "asr.assistant.intents evaluate --json into a directory")(
+    lambda w: Cli("asr.assistant.intents:main", ["evaluate", "--model", str(w.model), "--manifest", str(
         _manifest(w, [json.dumps({"audio_filepath": str(w.clip), "intent": None})])),
         "--json", str(w.folder)]))
 
@@ -464,14 +464,14 @@ case("cli", "asr.intents evaluate --json into a directory")(
 def _intents_odd_name(w: Work) -> Cli:
     name = str(w.folder / "a\tb.wav")
     shutil.copy(w.clip, name)
-    return Cli("asr.intents:main", ["--model", str(w.model), name], _one_record_per_file([name], 4))
+    return Cli("asr.assistant.intents:main", ["--model", str(w.model), name], _one_record_per_file([name], 4))
 
 
-case("output", "asr.intents a file name with a tab", "ok")(_intents_odd_name)
+case("output", "asr.assistant.intents a file name with a tab", "ok")(_intents_odd_name)
 
 
 def _demo(w: Work, *overrides: str, source: str | None = None) -> Cli:
-    return Cli("asr.demo:main", ["--input", source or str(w.clip), f"model_dir={w.model}",
+    return Cli("asr.assistant.demo:main", ["--input", source or str(w.clip), f"model_dir={w.model}",
                                  f"actions.home={w.folder}", *overrides])
 
 
@@ -490,7 +490,7 @@ case("demo", "asr-demo model_dir with a billion laughs")(
 
 def _listing_huge_home(w: Work) -> object:
     """'show me my documents' in a home of 60,000 files answers at once (a partial listing)."""
-    from asr.actions import ActionsConfig, Assistant
+    from asr.assistant.actions import ActionsConfig, Assistant
     home = w.folder / "home"
     for d in range(100):
         folder = home / f"d{d}"
@@ -566,12 +566,12 @@ case("api", "from_pretrained(colour='red')")(lambda w: _transcriber(w, colour="r
 case("api", "load_audio(clip, 0)")(
     lambda w: __import__("asr.audio").audio.load_audio(w.clip, 0))
 case("api", "IntentRecognizer.recognize a 400 s array")(
-    lambda w: __import__("asr.intents").intents.IntentRecognizer.from_pretrained(
+    lambda w: __import__("asr.assistant.intents").assistant.intents.IntentRecognizer.from_pretrained(
         w.model).recognize([__import__("numpy").zeros(400 * 16000, "f4")]))
 case("api", "VADConfig(start_frames=100)")(
     lambda w: __import__("asr.vad").vad.VADConfig(start_frames=100))
 case("api", "ActionsConfig(page_size=0)")(
-    lambda w: __import__("asr.actions").actions.ActionsConfig(page_size=0))
+    lambda w: __import__("asr.assistant.actions").assistant.actions.ActionsConfig(page_size=0))
 
 
 def _keeps_the_good_ones(w: Work) -> bool:
@@ -649,9 +649,9 @@ class Outcome:
 
 def run_case(index: int, shared: Path, scratch: Path) -> Outcome:
     """Run one case in this process and judge it."""
+    from asr.assistant.grammar import GrammarError
     from asr.audio import AudioError
     from asr.checkpoint import ModelDirError
-    from asr.grammar import GrammarError
 
     c = CASES[index]
     folder = Path(tempfile.mkdtemp(dir=scratch))
@@ -716,7 +716,8 @@ def worker(shared: Path, scratch: Path) -> None:
 
     import torch
 
-    for module in ("asr.demo", "asr.evaluate", "asr.intents", "asr.train", "asr.transcribe"):
+    for module in ("asr.assistant.demo", "asr.assistant.intents", "asr.evaluate", "asr.train",
+                   "asr.transcribe"):
         importlib.import_module(module)  # before "ready": a case's time is its own
     torch.set_num_threads(1)
     report = sys.stdout
