@@ -3,6 +3,8 @@
 Data flows one way: audio (`asr.audio`, `asr.stream`) -> features (`asr.features`) -> model
 (`asr.model`) -> decoding (`asr.decoding`) -> text (`asr.text`, `asr.tokenizer`).
 `asr.Transcriber` puts them together: `Transcriber.from_pretrained(dir).transcribe(path).text`.
+The voice assistant (`asr.assistant`: grammar, intents, actions, demo) is an app built on this
+toolkit; no other module of `asr` imports it.
 """
 
 from pathlib import Path

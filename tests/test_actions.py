@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from asr.actions import ActionsConfig, Assistant, SandboxError, inside_home, list_files, running_processes
+from asr.assistant.actions import ActionsConfig, Assistant
+from asr.assistant.home_files import SandboxError, inside_home, list_files
+from asr.assistant.system_status import running_processes
 
 
 @pytest.fixture

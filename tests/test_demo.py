@@ -21,12 +21,12 @@ import pytest
 import soundfile as sf
 import torch
 
-from asr.actions import ActionsConfig, Assistant
+from asr.assistant.actions import ActionsConfig, Assistant
+from asr.assistant.demo import Console, Turn, build, file_blocks, load_config, main
+from asr.assistant.grammar import Grammar
+from asr.assistant.intents import IntentParser
 from asr.audio import load_audio
 from asr.checkpoint import save_model_dir
-from asr.demo import Console, Turn, build, file_blocks, load_config, main
-from asr.grammar import Grammar
-from asr.intents import IntentParser
 from asr.train import Trainer
 from asr.transcriber import Transcriber
 from asr.vad import Utterance, VADConfig, split_utterances
@@ -285,9 +285,9 @@ def test_apps_launch_only_from_the_table_after_yes(home, audit):
 
 
 def test_intents_from_files_and_a_scored_manifest(command_model, tmp_path, capsys):
-    """python -m asr.intents: intent and slots per file (JSON too), a non-command refused, and
+    """python -m asr.assistant.intents: intent and slots per file (JSON too), a non-command refused, and
     `evaluate` scoring intent and slots of a manifest."""
-    from asr.intents import main as intents_main
+    from asr.assistant.intents import main as intents_main
 
     files = {}
     for text in ("turn on the lights", "next song", OTHER):
@@ -316,7 +316,7 @@ def test_intents_from_files_and_a_scored_manifest(command_model, tmp_path, capsy
 
 
 def test_intents_command_line_errors_are_one_line(command_model, tmp_path, capsys):
-    from asr.intents import main as intents_main
+    from asr.assistant.intents import main as intents_main
 
     model = str(command_model["dir"])
     bad = tmp_path / "bad.jsonl"

@@ -25,7 +25,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asr import evaluate, intents, transcribe
+from asr import evaluate, transcribe
+from asr.assistant import intents
 from asr.decoding import MODES
 from conftest import COMMANDS, write_untrained_lm, write_untrained_model
 

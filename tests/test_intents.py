@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from asr.actions import ACTIONS
-from asr.grammar import Grammar
-from asr.intents import IntentParser, acceptance, is_right
+from asr.assistant.actions import ACTIONS
+from asr.assistant.grammar import Grammar
+from asr.assistant.intents import IntentParser, acceptance, is_right
 from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
 GRAMMAR = Grammar.load(DEFAULT_GRAMMAR)

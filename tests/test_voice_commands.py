@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from asr.grammar import Grammar
+from asr.assistant.grammar import Grammar
 from conftest import SHARED, require_shared
-from recipes.voice_commands import prepare, real
+from recipes.voice_commands import prepare, real, sentence_splits, synthetic_voices
 from recipes.wuw import prepare as wuw_recipe
 
 GRAMMAR = Grammar.load(prepare.DEFAULT_GRAMMAR)
-POOLS = prepare.intent_pools(GRAMMAR, seed=0)
+POOLS = sentence_splits.intent_pools(GRAMMAR, seed=0)
 SENTENCES = {s.text: s for group in POOLS.values() for s in group}
 WORDS = ["yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go"]
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
@@ -67,8 +67,8 @@ def test_default_grammar_expands_as_documented() -> None:
 
 
 def test_sentence_split() -> None:
-    splits = prepare.split_sentences(POOLS, seed=0)
-    assert splits == prepare.split_sentences(POOLS, seed=0)
+    splits = sentence_splits.split_sentences(POOLS, seed=0)
+    assert splits == sentence_splits.split_sentences(POOLS, seed=0)
     texts = {name: [s.text for s in found] for name, found in splits.items()}
     multi = {name: {t for t in found if " " in t} for name, found in texts.items()}
     assert not multi["train"] & multi["dev"]
@@ -92,19 +92,19 @@ def test_a_grammar_of_millions_is_sampled_not_enumerated() -> None:
     text = "context:\n  expressions:\n    order:\n" + "\n".join(lines) + "\n  slots:\n" + values
     grammar = Grammar.from_yaml(text)
     assert grammar.count() == 100 * 2 * 2 * 2 * 2 * 30**3
-    pools = prepare.intent_pools(grammar, seed=0)
-    assert len(pools["order"]) > 0.99 * prepare.POOL
-    splits = prepare.split_sentences(pools, seed=0)
-    assert all(splits[name] for name in prepare.SPLITS)
+    pools = sentence_splits.intent_pools(grammar, seed=0)
+    assert len(pools["order"]) > 0.99 * sentence_splits.POOL
+    splits = sentence_splits.split_sentences(pools, seed=0)
+    assert all(splits[name] for name in sentence_splits.SPLITS)
     sentence = splits["test"][0]
     match = grammar.match(sentence.text)
     assert (match.intent, match.slots, match.similarity) == ("order", sentence.slots, 1.0)
 
 
 def test_draw_covers_the_pool_with_fair_intent_shares() -> None:
-    train = prepare.split_sentences(POOLS, seed=0)["train"]
-    pool = prepare.sentence_pool(train)
-    drawn = prepare.draw_sentences(pool, 3 * len(pool) + 5, random.Random(0))
+    train = sentence_splits.split_sentences(POOLS, seed=0)["train"]
+    pool = sentence_splits.sentence_pool(train)
+    drawn = sentence_splits.draw_sentences(pool, 3 * len(pool) + 5, random.Random(0))
     assert {s.text for s in drawn} == {s.text for s in train}
     shares = {i: sum(s.intent == i for s in pool) / len(pool) for i in GRAMMAR.intents}
     assert min(shares.values()) > 0.02
@@ -112,31 +112,31 @@ def test_draw_covers_the_pool_with_fair_intent_shares() -> None:
 
 
 def test_voice_split_holds_out_whole_speakers() -> None:
-    voices = [prepare.Voice("espeak-ng", v, a)
-              for a in prepare.ESPEAK_ACCENTS for v in prepare.ESPEAK_VARIANTS]
-    voices += [prepare.Voice("flite", name) for name in ("kal", "kal16", "awb", "rms", "slt")]
-    voices += [prepare.Voice("festival", name)
+    voices = [synthetic_voices.Voice("espeak-ng", v, a)
+              for a in synthetic_voices.ESPEAK_ACCENTS for v in synthetic_voices.ESPEAK_VARIANTS]
+    voices += [synthetic_voices.Voice("flite", name) for name in ("kal", "kal16", "awb", "rms", "slt")]
+    voices += [synthetic_voices.Voice("festival", name)
                for name in ("kal_diphone", "ked_diphone", "cmu_us_slt_arctic_hts")]
-    splits = prepare.split_voices(voices)
+    splits = synthetic_voices.split_voices(voices)
     speakers = {name: {(v.engine, v.variant) for v in vs} for name, vs in splits.items()}
     assert not speakers["train"] & speakers["dev"]
     assert not speakers["train"] & speakers["test"]
     assert not speakers["dev"] & speakers["test"]
     for name, vs in splits.items():
         assert "espeak-ng" in {v.engine for v in vs} and len({v.engine for v in vs}) >= 2, name
-        assert {v.accent for v in vs if v.engine == "espeak-ng"} == set(prepare.ESPEAK_ACCENTS)
+        assert {v.accent for v in vs if v.engine == "espeak-ng"} == set(synthetic_voices.ESPEAK_ACCENTS)
     assert len(splits["train"]) > 5 * len(splits["test"])
 
 
 def test_missing_espeak_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prepare.shutil, "which", lambda program: None)
+    monkeypatch.setattr(synthetic_voices.shutil, "which", lambda program: None)
     with pytest.raises(SystemExit, match=r"espeak-ng.*apt-get install espeak-ng"):
-        prepare.discover_voices()
+        synthetic_voices.discover_voices()
 
 
 def _read_manifests(root: Path) -> dict[str, list[dict]]:
     return {split: [json.loads(line) for line in (root / f"{split}.jsonl").read_text().splitlines()]
-            for split in prepare.SPLITS}
+            for split in sentence_splits.SPLITS}
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
@@ -157,8 +157,8 @@ def test_tiny_synthesis(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
             assert abs(info.frames / info.samplerate - record["duration"]) < 0.01
             sentence = SENTENCES[record["text"]]
             assert (record["intent"], record["slots"]) == (sentence.intent, sentence.slots)
-            assert prepare.HELD_OUT.get((record["engine"], record["voice"].split("+")[-1]),
-                                        "train") == split
+            voice = (record["engine"], record["voice"].split("+")[-1])
+            assert synthetic_voices.HELD_OUT.get(voice, "train") == split
     assert (tmp_path / "a" / "grammar.yaml").read_bytes() == prepare.DEFAULT_GRAMMAR.read_bytes()
     sample = tmp_path / "a" / "sample.wav"
     assert sf.info(str(sample)).samplerate == 16000

@@ -83,6 +83,9 @@ def test_wheel_holds_the_library_and_its_configs_only(installed):
     assert configs == sorted(str(p.relative_to(ROOT / "conf"))
                              for p in (ROOT / "conf").rglob("*.yaml"))
     assert "asr/conf/experiment/voice_commands.yaml" in names
+    # every module of the source tree, subpackages (asr/assistant) included
+    modules = sorted(n for n in names if n.endswith(".py") and not n.startswith("asr/conf/"))
+    assert modules == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "asr").rglob("*.py"))
     assert sorted({n.split("/")[0] for n in names if "dist-info" not in n}) == ["asr"]
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     where = installed["run"]("python", "-c", "import asr; print(asr.__file__); print(asr.CONF_DIR)")

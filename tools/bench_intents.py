@@ -36,11 +36,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.actions import ActionsConfig, Assistant
+from asr.assistant.actions import ActionsConfig, Assistant
+from asr.assistant.demo import Console, VoiceDemo, load_config
+from asr.assistant.intents import IntentRecognizer, acceptance
 from asr.audio import load_audio
 from asr.augment import add_noise
-from asr.demo import Console, VoiceDemo, load_config
-from asr.intents import IntentRecognizer, acceptance
 from asr.vad import VADConfig
 from bench_common import base_parser, machine, set_threads
 

@@ -2,12 +2,12 @@
 
     python tools/voice_demo.py --input commands.wav model_dir=exp/voice_commands
 
-The code lives in asr/demo.py (so that the console script can reach it).
+The code lives in asr/assistant/demo.py (so that the console script can reach it).
 """
 
 import sys
 
-from asr.demo import main
+from asr.assistant.demo import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,7 +3,7 @@
     python -m recipes.voice_commands.prepare --out data/voice_commands
     python -m recipes.voice_commands.prepare --grammar coffee.yaml --out data/coffee
 
-The grammar is a Rhino context file (`asr/grammar.py`; default: commands.yaml beside this
+The grammar is a Rhino context file (`asr/assistant/grammar.py`; default: commands.yaml beside this
 file). Each intent's sentences are enumerated when there are at most POOL sentences, and
 sampled otherwise, so a grammar that expands to millions of sentences costs no more than a
 small one. Train, dev and test differ in both sentences and voices, so the test word error rate measures
@@ -20,328 +20,47 @@ that is no command), OUT/sample.wav + sample.txt (one test utterance), OUT/gramm
 grammar, for the model directory) and OUT/.done. With real recordings (`real.py`) also
 OUT/test_real.jsonl (people saying commands) and OUT/test_other.jsonl (people saying other
 things), both of speakers never heard in training.
+
+The parts: `sentence_splits` (which sentences each split speaks), `synthetic_voices` (which
+voices), `synthesis` (speaking and augmenting one utterance) and `real` (recordings of people);
+this module plans the corpus, runs the synthesis and writes the manifests.
 """
 
 import argparse
 import hashlib
 import json
-import math
-import os
 import random
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from collections import defaultdict
-from dataclasses import dataclass
-from multiprocessing import Pool
 from pathlib import Path
 
-import librosa
 import numpy as np
 import soundfile as sf
 
+from asr.assistant.grammar import Grammar, GrammarError, Sentence
 from asr.checkpoint import atomic_write, save_text
-from asr.grammar import Grammar, GrammarError, Sentence
-from asr.progress import progress
 from recipes.voice_commands.real import real_records
+from recipes.voice_commands.sentence_splits import (
+    SPLITS,
+    draw_sentences,
+    intent_pools,
+    sentence_pool,
+    split_sentences,
+)
+from recipes.voice_commands.synthesis import NOISE_COLORS, WARP_RANGE, Job, colored_noise, synthesize_all
+from recipes.voice_commands.synthetic_voices import (
+    ENGINE_WEIGHTS,
+    FLITE_F0,
+    Voice,
+    choose_voice,
+    discover_voices,
+    split_voices,
+)
 
-SPLITS = ("train", "dev", "test")
 DEFAULT_GRAMMAR = Path(__file__).with_name("commands.yaml")
-# Sentences per intent at most: enumerated below this, sampled above it.
-POOL = 4000
-# Share of each intent's non-core sentences held out for dev and test (cores stay in train).
-SENTENCE_FRACTIONS = {"dev": 0.1, "test": 0.2}
-# Every intent gets at least this share of a split's sentence pool, so that small intents
-# ("what time is it", single words) are not drowned by the 480 timer sentences.
-MIN_INTENT_SHARE = 0.04
-
-ESPEAK_ACCENTS = ("en-gb", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan",
-                  "en-gb-x-gbcwmd", "en-029", "en-us-nyc")
-# Human-sounding espeak-ng variants; whispering, echoing and robot variants are left out.
-ESPEAK_VARIANTS = (
-    "m1 m2 m3 m4 m5 m6 m7 m8 f1 f2 f3 f4 f5 klatt klatt2 klatt3 klatt4 klatt5 klatt6 croak "
-    "grandpa grandma Alex Andy adam benjamin boris david edward Gene Mike max paul pedro robert "
-    "quincy michel Hugo john norbert Storm travis victor Annie Andrea Alicia aunty "
-    "belinda linda anika steph shelby"
-).split()
-FLITE_SKIP = {"awb_time"}  # a limited-domain voice: it can only say clock times
-# Voices heard only in dev or test, keyed by (engine, espeak variant or voice name). Each split
-# keeps the same kinds of espeak variants: male, female, klatt, named ones. flite's natural male
-# voices awb and rms are the nearest to a person: awb trains, rms is held out for test; dev
-# holds festival's ked instead.
-HELD_OUT = {
-    **{("espeak-ng", v): "dev" for v in ("m4", "f3", "klatt3", "Andy", "linda")},
-    **{("espeak-ng", v): "test" for v in ("m7", "f4", "klatt5", "robert", "Annie")},
-    ("festival", "ked_diphone"): "dev",
-    ("flite", "rms"): "test",
-}
-# Share of each engine's voices per split. Training leans on flite's voices (twice their share
-# in dev and test): they are the nearest to people, and espeak-ng's many formant voices are
-# easier to generalise across than from them to a human-like voice. festival is 5-10x slower
-# than flite (it loads its voice per call); its voices are kal and ked (diphone, like flite's
-# kal) and an HTS slt.
-ENGINE_WEIGHTS = {"train": {"espeak-ng": 0.62, "flite": 0.36, "festival": 0.02},
-                  "held_out": {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.02}}
-# Mean pitch range (Hz) per flite voice; rms ignores the setting. slt spans male and female
-# pitch: with the warp below it and awb stand in for the natural voices of people.
-FLITE_F0 = {"kal": (85, 130), "kal16": (85, 130), "awb": (100, 150), "slt": (95, 230)}
-
-# Vocal-tract length warp: the speech is resampled as if recorded at rate * warp, scaling every
-# formant (and the pitch) by `warp`. A handful of flite voices become a continuum of speakers, so
-# the model does not learn "the two human-like voices of training" but human-like speech.
-WARP_RANGE = (0.85, 1.18)
-NOISY_FRACTION = 0.8
 _SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 DEFAULT_REAL_ROOT = _SHARED if _SHARED.is_dir() else None
-NOISE_COLORS = ("white", "pink", "brown")
-
-
-@dataclass(frozen=True, order=True)
-class Voice:
-    """A synthetic voice: the unit that train, dev and test never share."""
-
-    engine: str
-    variant: str  # espeak-ng variant (m3, klatt2, ...) or the flite/festival voice name
-    accent: str = ""  # espeak-ng language, e.g. en-gb-scotland
-
-    @property
-    def name(self) -> str:
-        return f"{self.accent}+{self.variant}" if self.accent else self.variant
-
-
-@dataclass(frozen=True)
-class Job:
-    """One utterance to synthesise; everything random is drawn from (seed, split, index)."""
-
-    split: str
-    index: int
-    sentence: Sentence
-    voice: Voice
-    seed: int
-    sample_rate: int
-    out: str
-
-    @property
-    def relpath(self) -> str:
-        return f"wavs/{self.split}/{self.split}_{self.index:06d}.wav"
-
-
-# ---------------------------------------------------------------------------- sentences
-
-
-def intent_pools(grammar: Grammar, seed: int) -> dict[str, list[Sentence]]:
-    """Each intent's sentences: all of them, or POOL draws for a large intent."""
-    return {intent: grammar.sentences(intent, POOL, random.Random(f"{seed}:{intent}"))
-            for intent in grammar.intents}
-
-
-def split_sentences(pools: dict[str, list[Sentence]], seed: int) -> dict[str, list[Sentence]]:
-    """Sentences per split: multi-word sentences disjoint, every intent in every split.
-
-    Each core sentence (no optional part said: "open the editor") stays in train, so every
-    word is trained on and dev and test hold unseen combinations of known parts ("open the
-    editor please"). One-word sentences ("yes", "three") are a closed set and appear in all
-    three splits, and so do the sentences of an intent that has nothing but cores.
-    """
-    rng = random.Random(seed)
-    splits: dict[str, list[Sentence]] = {name: [] for name in SPLITS}
-    for _, group in sorted(pools.items()):
-        extras = [s for s in group if not s.core and " " in s.text]
-        if not extras:
-            for name in SPLITS:
-                splits[name] += group
-            continue
-        rng.shuffle(extras)
-        counts = {name: max(1, round(fraction * len(extras)))
-                  for name, fraction in SENTENCE_FRACTIONS.items()}
-        splits["dev"] += extras[:counts["dev"]]
-        splits["test"] += extras[counts["dev"]:counts["dev"] + counts["test"]]
-        splits["train"] += extras[counts["dev"] + counts["test"]:]
-        splits["train"] += [s for s in group if s.core or " " not in s.text]
-    return {name: sorted(found, key=lambda s: s.text) for name, found in splits.items()}
-
-
-def sentence_pool(sentences: list[Sentence]) -> list[Sentence]:
-    """The sentences, those of small intents repeated so each intent gets a fair share."""
-    by_intent: dict[str, list[Sentence]] = defaultdict(list)
-    for sentence in sentences:
-        by_intent[sentence.intent].append(sentence)
-    floor = MIN_INTENT_SHARE * len(sentences)
-    return [sentence for group in by_intent.values()
-            for sentence in group * max(1, math.ceil(floor / len(group)))]
-
-
-def draw_sentences(pool: list[Sentence], count: int, rng: random.Random) -> list[Sentence]:
-    """`count` sentences by round-robin over reshuffled passes: the whole pool is covered."""
-    drawn: list[Sentence] = []
-    while len(drawn) < count:
-        order = list(pool)
-        rng.shuffle(order)
-        drawn += order
-    return drawn[:count]
-
-
-# ---------------------------------------------------------------------------- voices
-
-
-def _output(args: list[str]) -> str:
-    return subprocess.run(args, capture_output=True, text=True, check=True).stdout
-
-
-def espeak_voices() -> list[Voice]:
-    """The curated accents x variants that this espeak-ng installation has."""
-    listed = [line.split() for line in _output(["espeak-ng", "--voices=en"]).splitlines()[1:]]
-    accents = {cols[1] for cols in listed if len(cols) > 4 and not cols[4].startswith("mb/")}
-    listed = [line.split() for line in _output(["espeak-ng", "--voices=variant"]).splitlines()[1:]]
-    variants = {cols[4].removeprefix("!v/") for cols in listed if len(cols) > 4}
-    return [Voice("espeak-ng", variant, accent) for accent in ESPEAK_ACCENTS if accent in accents
-            for variant in ESPEAK_VARIANTS if variant in variants]
-
-
-def flite_voices() -> list[Voice]:
-    names = _output(["flite", "-lv"]).partition(":")[2].split()
-    return [Voice("flite", name) for name in names if name not in FLITE_SKIP]
-
-
-def festival_voices() -> list[Voice]:
-    listed = _output(["festival", "-b", "(print (voice.list))"]).strip("()\n ").split()
-    return [Voice("festival", name) for name in listed if name != "nil"]  # nil: no voices
-
-
-def discover_voices() -> list[Voice]:
-    """All usable voices; a missing optional engine is skipped with a note."""
-    if shutil.which("espeak-ng") is None:
-        sys.exit("error: espeak-ng not found; install it with `apt-get install espeak-ng`")
-    voices = espeak_voices()
-    for engine, needs, find in (("flite", ("flite",), flite_voices),
-                                ("festival", ("festival", "text2wave"), festival_voices)):
-        if all(shutil.which(program) for program in needs):
-            voices += find()
-        else:
-            print(f"note: {engine} not found, skipping its voices (apt-get install {engine})")
-    return sorted(voices)
-
-
-def split_voices(voices: list[Voice]) -> dict[str, list[Voice]]:
-    """Voices per split: the HELD_OUT ones in dev or test, all others in train."""
-    splits: dict[str, list[Voice]] = {name: [] for name in SPLITS}
-    for voice in voices:
-        splits[HELD_OUT.get((voice.engine, voice.variant), "train")].append(voice)
-    return splits
-
-
-def choose_voice(voices: list[Voice], split: str, rng: np.random.Generator) -> Voice:
-    """An engine by the split's ENGINE_WEIGHTS (among those present), then one of its voices
-    uniformly."""
-    shares = ENGINE_WEIGHTS["train" if split == "train" else "held_out"]
-    engines = sorted({voice.engine for voice in voices})
-    weights = np.array([shares[engine] for engine in engines])
-    engine = engines[rng.choice(len(engines), p=weights / weights.sum())]
-    candidates = [voice for voice in voices if voice.engine == engine]
-    return candidates[rng.integers(len(candidates))]
-
-
-# ---------------------------------------------------------------------------- audio
-
-
-def _engine_command(voice: Voice, text: str, wav: str, rng: np.random.Generator) -> list[str]:
-    """The synthesiser's argument list with a random speed (and pitch where it takes one)."""
-    if voice.engine == "espeak-ng":
-        # -a 40: full amplitude clips with some variants; the level is set later anyway.
-        return ["espeak-ng", "-v", voice.name, "-s", str(rng.integers(130, 201)),
-                "-p", str(rng.integers(30, 71)), "-a", "40", "-w", wav, text]
-    stretch = f"{rng.uniform(0.85, 1.2):.2f}"
-    if voice.engine == "flite":
-        pitch = []
-        if voice.name in FLITE_F0:
-            f0 = rng.uniform(*FLITE_F0[voice.name])
-            pitch = ["--setf", f"int_f0_target_mean={f0:.0f}"]
-        return ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch}", *pitch,
-                "-t", text, "-o", wav]
-    return ["text2wave", "-o", wav, "-eval", f"(voice_{voice.name})",
-            "-eval", f"(Parameter.set 'Duration_Stretch {stretch})"]
-
-
-def synthesize(voice: Voice, text: str, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """Speak `text` into a temporary WAV and read it back as mono float32."""
-    handle, wav = tempfile.mkstemp(suffix=".wav")
-    os.close(handle)
-    try:
-        args = _engine_command(voice, text, wav, rng)
-        stdin = text if voice.engine == "festival" else None
-        done = subprocess.run(args, input=stdin, capture_output=True, text=True)
-        if done.returncode != 0 or os.path.getsize(wav) == 0:
-            raise RuntimeError(f"{voice.engine} failed for voice {voice.name} on {text!r}: "
-                               f"{done.stderr.strip()[:200]}")
-        samples, rate = sf.read(wav, dtype="float32", always_2d=True)
-    finally:
-        os.remove(wav)
-    return samples.mean(axis=1), rate
-
-
-def trim(wave: np.ndarray, rate: int, margin: float = 0.02) -> np.ndarray:
-    """Cut the engine's own silence (engines differ) so the padding added later is the only one."""
-    loud = np.flatnonzero(np.abs(wave) > 0.01 * np.abs(wave).max())
-    if loud.size == 0:
-        return wave
-    pad = int(margin * rate)
-    return wave[max(0, loud[0] - pad):loud[-1] + pad + 1]
-
-
-def colored_noise(length: int, color: str, rng: np.random.Generator) -> np.ndarray:
-    """White, pink (1/f power) or brown (1/f^2 power) noise with unit RMS."""
-    noise = rng.standard_normal(length)
-    if color != "white":
-        spectrum = np.fft.rfft(noise)
-        frequency = np.maximum(np.arange(spectrum.size), 1)
-        spectrum /= frequency ** (0.5 if color == "pink" else 1.0)
-        noise = np.fft.irfft(spectrum, length)
-    return noise / max(float(np.sqrt(np.mean(noise**2))), 1e-12)
-
-
-def hum(length: int, rate: int, rng: np.random.Generator) -> np.ndarray:
-    """Mains hum (50 or 60 Hz and two harmonics) at -30 to -10 dB relative to unit RMS."""
-    mains = (50, 60)[rng.integers(2)]
-    t = np.arange(length) / rate
-    tone = sum(np.sin(2 * np.pi * k * mains * t + rng.uniform(0, 2 * np.pi)) / k
-               for k in (1, 2, 3))
-    level = 10 ** (rng.uniform(-30, -10) / 20)
-    return level * tone / np.sqrt(np.mean(tone**2))
-
-
-def add_noise(wave: np.ndarray, speech_power: float, rate: int,
-              rng: np.random.Generator) -> tuple[np.ndarray, float | None]:
-    """Noise plus hum at a random 5-40 dB SNR for NOISY_FRACTION of utterances; the SNR used."""
-    if rng.random() >= NOISY_FRACTION:
-        return wave, None
-    snr = float(rng.uniform(5, 40))
-    color = NOISE_COLORS[rng.integers(len(NOISE_COLORS))]
-    noise = colored_noise(wave.size, color, rng) + hum(wave.size, rate, rng)
-    noise *= np.sqrt(speech_power / (np.mean(noise**2) * 10 ** (snr / 10)))
-    return wave + noise, round(snr, 1)
-
-
-def render(job: Job) -> dict:
-    """Synthesise, clean up, pad, add noise, set a random level and write one utterance."""
-    rng = np.random.default_rng([job.seed, SPLITS.index(job.split), job.index])
-    wave, rate = synthesize(job.voice, job.sentence.text, rng)
-    warp = float(rng.uniform(*WARP_RANGE))
-    speech = librosa.resample(trim(wave, rate), orig_sr=rate * warp, target_sr=job.sample_rate,
-                              res_type="soxr_hq")
-    lead, tail = (int(rng.uniform(0.05, 0.4) * job.sample_rate) for _ in range(2))
-    padded = np.concatenate([np.zeros(lead), speech, np.zeros(tail)])
-    noisy, snr = add_noise(padded, float(np.mean(speech**2)), job.sample_rate, rng)
-    noisy *= rng.uniform(0.25, 0.95) / max(float(np.abs(noisy).max()), 1e-9)
-    sf.write(Path(job.out) / job.relpath, noisy, job.sample_rate, subtype="PCM_16")
-    return {"audio_filepath": job.relpath, "text": job.sentence.text,
-            "duration": round(noisy.size / job.sample_rate, 3), "voice": job.voice.name,
-            "engine": job.voice.engine, "intent": job.sentence.intent,
-            "slots": job.sentence.slots, "warp": round(warp, 3), "snr_db": snr}
-
-
-# ---------------------------------------------------------------------------- corpus
 
 
 def plan(args: argparse.Namespace, pools: dict[str, list[Sentence]],
@@ -369,18 +88,6 @@ def settings(args: argparse.Namespace, voices: list[Voice], real: dict[str, list
             "engine_weights": ENGINE_WEIGHTS,
             "flite_f0": {name: list(hz) for name, hz in FLITE_F0.items()},
             "voices": [f"{voice.engine}:{voice.name}" for voice in voices]}
-
-
-def synthesize_all(jobs: list[Job], processes: int) -> list[dict]:
-    """Render every job, in order, with a pool of `processes` workers (under a progress bar)."""
-    def bar(records):
-        return list(progress(records, "synthesising", total=len(jobs), unit="utt"))
-
-    if processes <= 1:
-        return bar(render(job) for job in jobs)
-    with Pool(processes) as pool:
-        return bar(pool.imap(render, jobs, chunksize=8))
-
 
 def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
                  grammar: Path) -> None:

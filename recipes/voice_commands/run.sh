@@ -8,7 +8,7 @@
 #   bash recipes/voice_commands/run.sh trainer.max_epochs=5   # other arguments: Hydra overrides
 #
 # The model directory carries its grammar (grammar.yaml), so `asr-demo model_dir=DIR` and
-# `python -m asr.intents --model DIR` know its intents. Running it again continues the run
+# `python -m asr.assistant.intents --model DIR` know its intents. Running it again continues the run
 # (trainer.resume=true) instead of starting over.
 # REAL_ROOT=none: synthetic voices only, into data/ and exp/voice_commands_synthetic: a start
 # for fine-tuning on real recordings (recipes/speech_commands, recipes/fsdd: INIT=...), with the
@@ -51,12 +51,12 @@ fi
 for manifest in test test_real test_other; do  # intents: command acceptance, false acceptance
   if [ -f "$data/$manifest.jsonl" ]; then
     echo "intents, $manifest:"
-    $py -m asr.intents evaluate --model "$model" --manifest "$data/$manifest.jsonl" \
+    $py -m asr.assistant.intents evaluate --model "$model" --manifest "$data/$manifest.jsonl" \
       --json "$model/${manifest}_intents.json"
   fi
 done
 echo "sample ($(cat "$data/sample.txt")):"
-$py -m asr.intents --model "$model" "$data/sample.wav"
+$py -m asr.assistant.intents --model "$model" "$data/sample.wav"
 
 elapsed=$(( $(date +%s) - start ))
 wer=$($py -c "import json; print(f\"{100 * json.load(open('$model/test_results.json'))['wer']:.2f}\")")

@@ -19,16 +19,16 @@ def _intents_evaluate(w: Work, manifest: str, *extra: str) -> Cli:
 
 for option, value in [("--threshold", "2"), ("--threshold", "nan"), ("--min-confidence", "-1"),
                       ("--grammar", "/dev/zero"), ("--device", "foo")]:
-    case("cli", f"asr.intents {option} {value}")(
+    case("cli", f"asr.assistant.intents {option} {value}")(
         lambda w, option=option, value=value: _intents(w, option, value))
-case("cli", "asr.intents --grammar FIFO")(lambda w: _intents(w, "--grammar", str(w.fifo())))
-case("cli", "asr.intents --grammar with a billion laughs")(
+case("cli", "asr.assistant.intents --grammar FIFO")(lambda w: _intents(w, "--grammar", str(w.fifo())))
+case("cli", "asr.assistant.intents --grammar with a billion laughs")(
     lambda w: _intents(w, "--grammar", str(w.file("g.yaml", BOMB + "context: *a11\n"))))
-case("cli", "asr.intents no grammar in the model directory")(
+case("cli", "asr.assistant.intents no grammar in the model directory")(
     lambda w: ((w.model / "grammar.yaml").unlink(), _intents(w))[1])
-case("cli", "asr.intents evaluate --manifest /dev/zero")(
+case("cli", "asr.assistant.intents evaluate --manifest /dev/zero")(
     lambda w: _intents_evaluate(w, "/dev/zero"))
-case("cli", "asr.intents evaluate --json into a directory")(
+case("cli", "asr.assistant.intents evaluate --json into a directory")(
     lambda w: _intents_evaluate(w, str(manifest_of_clip(w, intent=None)), "--json", str(w.folder)))
 
 
@@ -38,7 +38,7 @@ def _intents_odd_name(w: Work) -> Cli:
     return Cli(f"{INTENTS}:main", ["--model", str(w.model), name], one_record_per_file([name], 4))
 
 
-case("output", "asr.intents a file name with a tab", "ok")(_intents_odd_name)
+case("output", "asr.assistant.intents a file name with a tab", "ok")(_intents_odd_name)
 
 
 def _demo(w: Work, *overrides: str, source: str | None = None) -> Cli:

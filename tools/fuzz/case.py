@@ -10,10 +10,10 @@ from pathlib import Path
 TRANSCRIBE = "asr.transcribe"
 EVALUATE = "asr.evaluate"
 TRAIN = "asr.train"
-INTENTS = "asr.intents"
-GRAMMAR = "asr.grammar"
-ACTIONS = "asr.actions"
-DEMO = "asr.demo"
+INTENTS = "asr.assistant.intents"
+GRAMMAR = "asr.assistant.grammar"
+ACTIONS = "asr.assistant.actions"
+DEMO = "asr.assistant.demo"
 
 # YAML's "billion laughs": 11 levels of aliases, each six of the one before.
 BOMB = "\nlol0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(

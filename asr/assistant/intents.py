@@ -1,10 +1,10 @@
 """Speech -> intent: which command of a grammar an utterance means, and how surely.
 
-    python -m asr.intents --model exp/voice_commands command.wav ...        # intent and slots
-    python -m asr.intents --model DIR --json a.wav b.flac                  # one JSON per file
-    python -m asr.intents evaluate --model DIR --manifest commands.jsonl   # acceptance rate
+    python -m asr.assistant.intents --model exp/voice_commands command.wav ...        # intent and slots
+    python -m asr.assistant.intents --model DIR --json a.wav b.flac                  # one JSON per file
+    python -m asr.assistant.intents evaluate --model DIR --manifest commands.jsonl   # acceptance rate
 
-The model transcribes; the transcript is matched to the grammar (`asr.grammar`: a Rhino
+The model transcribes; the transcript is matched to the grammar (`asr.assistant.grammar`: a Rhino
 context file, by default the model directory's `grammar.yaml`) by word edit distance, so a
 small recognition error ("show me my fotos") still lands on its command. Two numbers decide
 whether the utterance is understood: the similarity of the transcript to the nearest grammar
@@ -26,11 +26,11 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from asr.assistant.grammar import Grammar, GrammarError
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, print_error, save_report, tsv_field
 from asr.data import ManifestError, audio_path
-from asr.grammar import Grammar, GrammarError
 from asr.progress import progress
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
@@ -217,7 +217,7 @@ def format_report(report: dict) -> str:
 def _arguments(argv: list[str]) -> argparse.Namespace:
     evaluating = bool(argv) and argv[0] == "evaluate"
     parser = ArgumentParser(
-        prog="python -m asr.intents" + (" evaluate" if evaluating else ""),
+        prog="python -m asr.assistant.intents" + (" evaluate" if evaluating else ""),
         description="Score intents on a manifest." if evaluating else __doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory")
     parser.add_argument("--grammar", help="grammar file (default: the model's grammar.yaml)")

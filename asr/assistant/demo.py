@@ -8,9 +8,9 @@
 Audio arrives in blocks of `block_ms`, from the microphone's callback or sliced from the input
 file, and every block takes one path: the VAD endpointer (asr/vad.py) decides where each
 utterance ends, the model transcribes it (asr/transcriber.py), the intent parser
-(asr/intents.py) maps the text and its confidence to a command of the grammar (the model
+(asr/assistant/intents.py) maps the text and its confidence to a command of the grammar (the model
 directory's grammar.yaml, or `grammar=FILE`), and the assistant
-(asr/actions.py) carries it out. For each utterance the demo prints what it heard, the
+(asr/assistant/actions.py) carries it out. For each utterance the demo prints what it heard, the
 intent, the result and the latency from the end of speech to the result: the endpointer's
 wait for trailing silence plus recognition and action.
 
@@ -38,12 +38,12 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from asr import CONF_DIR
-from asr.actions import ActionsConfig, Assistant
+from asr.assistant.actions import ActionsConfig, Assistant
+from asr.assistant.grammar import GrammarError
+from asr.assistant.intents import Intent, IntentParser, load_grammar
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, one_line
-from asr.grammar import GrammarError
-from asr.intents import Intent, IntentParser, load_grammar
 from asr.transcriber import Transcriber
 from asr.untrusted import from_section
 from asr.vad import VAD_RATES, Endpointer, Utterance, VADConfig

@@ -1,0 +1,73 @@
+"""The parts of a grammar expression, and the slot types every grammar has.
+
+An expression is a sequence of elements: a `Word`, a `Choice` among sequences (optional or
+not; a macro is a choice too), or a `Slot` whose values come from a slot type. The built-in
+slot types are Picovoice Rhino's number slots, spoken as words and reported as digits.
+"""
+
+from dataclasses import dataclass, field
+
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+         "fourteen fifteen sixteen seventeen eighteen nineteen").split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str  # one normalised word
+
+
+@dataclass(frozen=True)
+class Choice:
+    options: tuple[tuple, ...]  # each option a sequence of elements
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Slot:
+    type: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Expression:
+    intent: str
+    elements: tuple
+    line: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of the grammar: its text, meaning, and whether it is a core (no optional
+    part said: "set a timer for five minutes", not "could you set a timer ... please")."""
+
+    text: str
+    intent: str
+    slots: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    core: bool = True
+
+
+def _number_words(value: int) -> str:
+    if value < 20:
+        return _ONES[value]
+    tens, ones = divmod(value, 10)
+    return _TENS[tens] + (f" {_ONES[ones]}" if ones else "")
+
+
+def _ordinal(words: str) -> str:
+    head, _, last = words.rpartition(" ")
+    special = {"one": "first", "two": "second", "three": "third", "five": "fifth",
+               "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
+    last = special.get(last) or (last[:-1] + "ieth" if last.endswith("y") else last + "th")
+    return f"{head} {last}".strip()
+
+
+SlotTypes = dict[str, tuple[tuple[str, str], ...]]  # slot type -> its (spoken, value) pairs
+
+BUILTIN_SLOTS: SlotTypes = {
+    "pv.SingleDigitInteger": tuple((_number_words(n), str(n)) for n in range(10)),
+    "pv.TwoDigitInteger": tuple((_number_words(n), str(n)) for n in range(100)),
+    "pv.SingleDigitOrdinal": tuple((_ordinal(_number_words(n)), str(n)) for n in range(1, 10)),
+    "pv.TwoDigitOrdinal": tuple((_ordinal(_number_words(n)), str(n)) for n in range(1, 100)),
+}

@@ -1,0 +1,153 @@
+"""Speaking one utterance of the voice-command corpus: a synthetic voice, then augmentation.
+
+Each utterance gets a random speed and pitch, a random vocal-tract length (a resampling warp
+that shifts formants, as in VTLP), random leading and trailing silence, coloured noise plus
+mains hum at a random SNR (most utterances) and a random level. Everything is drawn from
+(seed, split, index), so the corpus is the same for any number of worker processes.
+"""
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from multiprocessing import Pool
+from pathlib import Path
+
+import librosa
+import numpy as np
+import soundfile as sf
+
+from asr.assistant.grammar import Sentence
+from asr.progress import progress
+from recipes.voice_commands.sentence_splits import SPLITS
+from recipes.voice_commands.synthetic_voices import FLITE_F0, Voice
+
+# Vocal-tract length warp: the speech is resampled as if recorded at rate * warp, scaling every
+# formant (and the pitch) by `warp`. A handful of flite voices become a continuum of speakers, so
+# the model does not learn "the two human-like voices of training" but human-like speech.
+WARP_RANGE = (0.85, 1.18)
+NOISY_FRACTION = 0.8
+NOISE_COLORS = ("white", "pink", "brown")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One utterance to synthesise; everything random is drawn from (seed, split, index)."""
+
+    split: str
+    index: int
+    sentence: Sentence
+    voice: Voice
+    seed: int
+    sample_rate: int
+    out: str
+
+    @property
+    def relpath(self) -> str:
+        return f"wavs/{self.split}/{self.split}_{self.index:06d}.wav"
+
+
+def _engine_command(voice: Voice, text: str, wav: str, rng: np.random.Generator) -> list[str]:
+    """The synthesiser's argument list with a random speed (and pitch where it takes one)."""
+    if voice.engine == "espeak-ng":
+        # -a 40: full amplitude clips with some variants; the level is set later anyway.
+        return ["espeak-ng", "-v", voice.name, "-s", str(rng.integers(130, 201)),
+                "-p", str(rng.integers(30, 71)), "-a", "40", "-w", wav, text]
+    stretch = f"{rng.uniform(0.85, 1.2):.2f}"
+    if voice.engine == "flite":
+        pitch = []
+        if voice.name in FLITE_F0:
+            f0 = rng.uniform(*FLITE_F0[voice.name])
+            pitch = ["--setf", f"int_f0_target_mean={f0:.0f}"]
+        return ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch}", *pitch,
+                "-t", text, "-o", wav]
+    return ["text2wave", "-o", wav, "-eval", f"(voice_{voice.name})",
+            "-eval", f"(Parameter.set 'Duration_Stretch {stretch})"]
+
+
+def synthesize(voice: Voice, text: str, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """Speak `text` into a temporary WAV and read it back as mono float32."""
+    handle, wav = tempfile.mkstemp(suffix=".wav")
+    os.close(handle)
+    try:
+        args = _engine_command(voice, text, wav, rng)
+        stdin = text if voice.engine == "festival" else None
+        done = subprocess.run(args, input=stdin, capture_output=True, text=True)
+        if done.returncode != 0 or os.path.getsize(wav) == 0:
+            raise RuntimeError(f"{voice.engine} failed for voice {voice.name} on {text!r}: "
+                               f"{done.stderr.strip()[:200]}")
+        samples, rate = sf.read(wav, dtype="float32", always_2d=True)
+    finally:
+        os.remove(wav)
+    return samples.mean(axis=1), rate
+
+
+def trim(wave: np.ndarray, rate: int, margin: float = 0.02) -> np.ndarray:
+    """Cut the engine's own silence (engines differ) so the padding added later is the only one."""
+    loud = np.flatnonzero(np.abs(wave) > 0.01 * np.abs(wave).max())
+    if loud.size == 0:
+        return wave
+    pad = int(margin * rate)
+    return wave[max(0, loud[0] - pad):loud[-1] + pad + 1]
+
+
+def colored_noise(length: int, color: str, rng: np.random.Generator) -> np.ndarray:
+    """White, pink (1/f power) or brown (1/f^2 power) noise with unit RMS."""
+    noise = rng.standard_normal(length)
+    if color != "white":
+        spectrum = np.fft.rfft(noise)
+        frequency = np.maximum(np.arange(spectrum.size), 1)
+        spectrum /= frequency ** (0.5 if color == "pink" else 1.0)
+        noise = np.fft.irfft(spectrum, length)
+    return noise / max(float(np.sqrt(np.mean(noise**2))), 1e-12)
+
+
+def hum(length: int, rate: int, rng: np.random.Generator) -> np.ndarray:
+    """Mains hum (50 or 60 Hz and two harmonics) at -30 to -10 dB relative to unit RMS."""
+    mains = (50, 60)[rng.integers(2)]
+    t = np.arange(length) / rate
+    tone = sum(np.sin(2 * np.pi * k * mains * t + rng.uniform(0, 2 * np.pi)) / k
+               for k in (1, 2, 3))
+    level = 10 ** (rng.uniform(-30, -10) / 20)
+    return level * tone / np.sqrt(np.mean(tone**2))
+
+
+def add_noise(wave: np.ndarray, speech_power: float, rate: int,
+              rng: np.random.Generator) -> tuple[np.ndarray, float | None]:
+    """Noise plus hum at a random 5-40 dB SNR for NOISY_FRACTION of utterances; the SNR used."""
+    if rng.random() >= NOISY_FRACTION:
+        return wave, None
+    snr = float(rng.uniform(5, 40))
+    color = NOISE_COLORS[rng.integers(len(NOISE_COLORS))]
+    noise = colored_noise(wave.size, color, rng) + hum(wave.size, rate, rng)
+    noise *= np.sqrt(speech_power / (np.mean(noise**2) * 10 ** (snr / 10)))
+    return wave + noise, round(snr, 1)
+
+
+def render(job: Job) -> dict:
+    """Synthesise, clean up, pad, add noise, set a random level and write one utterance."""
+    rng = np.random.default_rng([job.seed, SPLITS.index(job.split), job.index])
+    wave, rate = synthesize(job.voice, job.sentence.text, rng)
+    warp = float(rng.uniform(*WARP_RANGE))
+    speech = librosa.resample(trim(wave, rate), orig_sr=rate * warp, target_sr=job.sample_rate,
+                              res_type="soxr_hq")
+    lead, tail = (int(rng.uniform(0.05, 0.4) * job.sample_rate) for _ in range(2))
+    padded = np.concatenate([np.zeros(lead), speech, np.zeros(tail)])
+    noisy, snr = add_noise(padded, float(np.mean(speech**2)), job.sample_rate, rng)
+    noisy *= rng.uniform(0.25, 0.95) / max(float(np.abs(noisy).max()), 1e-9)
+    sf.write(Path(job.out) / job.relpath, noisy, job.sample_rate, subtype="PCM_16")
+    return {"audio_filepath": job.relpath, "text": job.sentence.text,
+            "duration": round(noisy.size / job.sample_rate, 3), "voice": job.voice.name,
+            "engine": job.voice.engine, "intent": job.sentence.intent,
+            "slots": job.sentence.slots, "warp": round(warp, 3), "snr_db": snr}
+
+
+def synthesize_all(jobs: list[Job], processes: int) -> list[dict]:
+    """Render every job, in order, with a pool of `processes` workers (under a progress bar)."""
+    def bar(records):
+        return list(progress(records, "synthesising", total=len(jobs), unit="utt"))
+
+    if processes <= 1:
+        return bar(render(job) for job in jobs)
+    with Pool(processes) as pool:
+        return bar(pool.imap(render, jobs, chunksize=8))

@@ -1,0 +1,116 @@
+"""The synthetic voices of the voice-command corpus, and which split hears which.
+
+Voices come from espeak-ng (accents x variants), flite and festival. A voice is the unit that
+train, dev and test never share: HELD_OUT names the voices heard only in dev or test, and
+`choose_voice` draws an engine by its share of the split, then one of its voices.
+"""
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from recipes.voice_commands.sentence_splits import SPLITS
+
+ESPEAK_ACCENTS = ("en-gb", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan",
+                  "en-gb-x-gbcwmd", "en-029", "en-us-nyc")
+# Human-sounding espeak-ng variants; whispering, echoing and robot variants are left out.
+ESPEAK_VARIANTS = (
+    "m1 m2 m3 m4 m5 m6 m7 m8 f1 f2 f3 f4 f5 klatt klatt2 klatt3 klatt4 klatt5 klatt6 croak "
+    "grandpa grandma Alex Andy adam benjamin boris david edward Gene Mike max paul pedro robert "
+    "quincy michel Hugo john norbert Storm travis victor Annie Andrea Alicia aunty "
+    "belinda linda anika steph shelby"
+).split()
+FLITE_SKIP = {"awb_time"}  # a limited-domain voice: it can only say clock times
+# Voices heard only in dev or test, keyed by (engine, espeak variant or voice name). Each split
+# keeps the same kinds of espeak variants: male, female, klatt, named ones. flite's natural male
+# voices awb and rms are the nearest to a person: awb trains, rms is held out for test; dev
+# holds festival's ked instead.
+HELD_OUT = {
+    **{("espeak-ng", v): "dev" for v in ("m4", "f3", "klatt3", "Andy", "linda")},
+    **{("espeak-ng", v): "test" for v in ("m7", "f4", "klatt5", "robert", "Annie")},
+    ("festival", "ked_diphone"): "dev",
+    ("flite", "rms"): "test",
+}
+# Share of each engine's voices per split. Training leans on flite's voices (twice their share
+# in dev and test): they are the nearest to people, and espeak-ng's many formant voices are
+# easier to generalise across than from them to a human-like voice. festival is 5-10x slower
+# than flite (it loads its voice per call); its voices are kal and ked (diphone, like flite's
+# kal) and an HTS slt.
+ENGINE_WEIGHTS = {"train": {"espeak-ng": 0.62, "flite": 0.36, "festival": 0.02},
+                  "held_out": {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.02}}
+# Mean pitch range (Hz) per flite voice; rms ignores the setting. slt spans male and female
+# pitch: with the warp (synthesis.WARP_RANGE) it and awb stand in for the natural voices of people.
+FLITE_F0 = {"kal": (85, 130), "kal16": (85, 130), "awb": (100, 150), "slt": (95, 230)}
+
+
+@dataclass(frozen=True, order=True)
+class Voice:
+    """A synthetic voice: the unit that train, dev and test never share."""
+
+    engine: str
+    variant: str  # espeak-ng variant (m3, klatt2, ...) or the flite/festival voice name
+    accent: str = ""  # espeak-ng language, e.g. en-gb-scotland
+
+    @property
+    def name(self) -> str:
+        return f"{self.accent}+{self.variant}" if self.accent else self.variant
+
+
+def _output(args: list[str]) -> str:
+    return subprocess.run(args, capture_output=True, text=True, check=True).stdout
+
+
+def espeak_voices() -> list[Voice]:
+    """The curated accents x variants that this espeak-ng installation has."""
+    listed = [line.split() for line in _output(["espeak-ng", "--voices=en"]).splitlines()[1:]]
+    accents = {cols[1] for cols in listed if len(cols) > 4 and not cols[4].startswith("mb/")}
+    listed = [line.split() for line in _output(["espeak-ng", "--voices=variant"]).splitlines()[1:]]
+    variants = {cols[4].removeprefix("!v/") for cols in listed if len(cols) > 4}
+    return [Voice("espeak-ng", variant, accent) for accent in ESPEAK_ACCENTS if accent in accents
+            for variant in ESPEAK_VARIANTS if variant in variants]
+
+
+def flite_voices() -> list[Voice]:
+    names = _output(["flite", "-lv"]).partition(":")[2].split()
+    return [Voice("flite", name) for name in names if name not in FLITE_SKIP]
+
+
+def festival_voices() -> list[Voice]:
+    listed = _output(["festival", "-b", "(print (voice.list))"]).strip("()\n ").split()
+    return [Voice("festival", name) for name in listed if name != "nil"]  # nil: no voices
+
+
+def discover_voices() -> list[Voice]:
+    """All usable voices; a missing optional engine is skipped with a note."""
+    if shutil.which("espeak-ng") is None:
+        sys.exit("error: espeak-ng not found; install it with `apt-get install espeak-ng`")
+    voices = espeak_voices()
+    for engine, needs, find in (("flite", ("flite",), flite_voices),
+                                ("festival", ("festival", "text2wave"), festival_voices)):
+        if all(shutil.which(program) for program in needs):
+            voices += find()
+        else:
+            print(f"note: {engine} not found, skipping its voices (apt-get install {engine})")
+    return sorted(voices)
+
+
+def split_voices(voices: list[Voice]) -> dict[str, list[Voice]]:
+    """Voices per split: the HELD_OUT ones in dev or test, all others in train."""
+    splits: dict[str, list[Voice]] = {name: [] for name in SPLITS}
+    for voice in voices:
+        splits[HELD_OUT.get((voice.engine, voice.variant), "train")].append(voice)
+    return splits
+
+
+def choose_voice(voices: list[Voice], split: str, rng: np.random.Generator) -> Voice:
+    """An engine by the split's ENGINE_WEIGHTS (among those present), then one of its voices
+    uniformly."""
+    shares = ENGINE_WEIGHTS["train" if split == "train" else "held_out"]
+    engines = sorted({voice.engine for voice in voices})
+    weights = np.array([shares[engine] for engine in engines])
+    engine = engines[rng.choice(len(engines), p=weights / weights.sum())]
+    candidates = [voice for voice in voices if voice.engine == engine]
+    return candidates[rng.integers(len(candidates))]

@@ -1,0 +1,79 @@
+"""The library's layout: apps depend on the toolkit, never the other way round.
+
+`asr/` is the toolkit (audio, features, model, decoding, train, transcribe); the voice
+assistant in `asr/assistant/` is an app built on it. No module of `asr/` outside
+`asr/assistant/` imports `asr.assistant`, and no module of `asr/` imports the recipes or the
+tools of the checkout (they are not shipped in the wheel).
+"""
+
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+
+APP = "asr.assistant"
+CHECKOUT_ONLY = ("recipes", "tools")
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _imports(node: ast.AST, package: str) -> list[tuple[str, str]]:
+    """(absolute module name, statement) for each name an import brings in; `from a import b`
+    counts as a.b (b may be a module), relative imports are resolved against `package`."""
+    if isinstance(node, ast.Import):
+        return [(alias.name, f"import {alias.name}") for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+    written = "." * node.level + (node.module or "")
+    return [(f"{base}.{alias.name}", f"from {written} import {alias.name}") for alias in node.names]
+
+
+def breaches(source: str, module: str, package: str) -> list[str]:
+    """`module:line: statement` for each import in `source` that breaks the layout."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        for name, statement in _imports(node, package):
+            app = _within(name, APP) and not _within(module, APP)
+            if app or any(_within(name, top) for top in CHECKOUT_ONLY):
+                found.append(f"{module}:{node.lineno}: {statement}")
+    return found
+
+
+def module_and_package(path: Path) -> tuple[str, str]:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), ".".join(parts[:-1])
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def test_the_toolkit_never_imports_the_assistant_recipes_or_tools():
+    paths = sorted((ROOT / "asr").rglob("*.py"))
+    assert ROOT / "asr" / "assistant" / "demo.py" in paths
+    found = [line for path in paths
+             for line in breaches(path.read_text(encoding="utf-8"), *module_and_package(path))]
+    assert not found, "modules of asr/ importing the app or the checkout:\n" + "\n".join(found)
+
+
+def test_a_breach_is_named_with_its_module_and_import():
+    """The check itself: each way of importing the app or the checkout is caught, and the
+    assistant importing the toolkit (or itself) is not."""
+    source = ("import recipes.common\nfrom asr import assistant\n"
+              "from asr.assistant.grammar import Grammar\nfrom tools import bench_common\n"
+              "from .assistant import demo\nfrom asr.audio import load_audio\nimport torch\n")
+    assert breaches(source, "asr.transcriber", "asr") == [
+        "asr.transcriber:1: import recipes.common",
+        "asr.transcriber:2: from asr import assistant",
+        "asr.transcriber:3: from asr.assistant.grammar import Grammar",
+        "asr.transcriber:4: from tools import bench_common",
+        "asr.transcriber:5: from .assistant import demo",
+    ]
+    assert breaches("from asr.assistant.grammar import Grammar\nfrom . import intents\n"
+                    "from .. import vad\n", "asr.assistant.demo", "asr.assistant") == []
+    assert module_and_package(ROOT / "asr" / "assistant" / "__init__.py") == ("asr.assistant",) * 2
+    assert module_and_package(ROOT / "asr" / "vad.py") == ("asr.vad", "asr")
