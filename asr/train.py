@@ -70,7 +70,9 @@ from asr.checkpoint import (
 )
 from asr.curves import CSV_FILE, LOGGERS, TENSORBOARD_DIR, Curves
 from asr.data import DurationBatchSampler, ManifestError, SpeechDataset, collate, read_manifest
+from asr.decode_batch import decode_texts
 from asr.decoding import DecodingOptions
+from asr.device import pick_device
 from asr.distributed import (
     all_reduce_min,
     all_reduce_sum,
@@ -86,7 +88,6 @@ from asr.progress import progress
 from asr.shards import ShardBatches
 from asr.text import normalize_text
 from asr.tokenizer import UNK_ID, Tokenizer
-from asr.transcriber import decode_texts, pick_device
 
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 LOCK = "train.lock"  # in out_dir: held by the run training there
