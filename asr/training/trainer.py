@@ -27,7 +27,8 @@ from asr.training.validate import validate
 
 
 class Trainer(TrainingSetup):
-    """One training run, configured by the resolved Hydra config."""
+    """One training run, configured by the resolved Hydra config: `TrainingSetup.__init__`
+    builds its parts (model, tokenizer, loaders, optimiser, state), `fit` trains them."""
 
     def fit(self) -> TrainState:
         """Train to `trainer.max_epochs` (or `trainer.max_steps`), then average the kept
