@@ -106,6 +106,7 @@ def load_training_state(path: Path, device: torch.device, model: torch.nn.Module
 
 
 def seed_everything(seed: int) -> None:
+    """Seed the python, numpy and torch generators that training draws from."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -120,6 +121,7 @@ def rng_states() -> dict:
 
 
 def set_rng_states(states: dict) -> None:
+    """Put back the generators `rng_states` saved (checkpoints of older runs hold torch's only)."""
     torch.set_rng_state(states["torch"].cpu())
     if "python" in states:
         version, internal, gauss = states["python"]
