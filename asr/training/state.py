@@ -121,7 +121,7 @@ def rng_states() -> dict:
 
 
 def set_rng_states(states: dict) -> None:
-    """Put back the generators `rng_states` saved (checkpoints of older runs hold torch's only)."""
+    """Put back the generators `rng_states` saved (a checkpoint may hold torch's alone)."""
     torch.set_rng_state(states["torch"].cpu())
     if "python" in states:
         version, internal, gauss = states["python"]
