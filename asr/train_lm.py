@@ -88,23 +88,33 @@ def dev_loss(lm: TokenLM, sequences: list[Tensor], device: torch.device) -> floa
     return total / count
 
 
-def train(args: argparse.Namespace) -> dict:
-    """Train, evaluating on dev every `eval_every` steps; the best weights are saved."""
+def check_args(args: argparse.Namespace) -> None:
+    """A one-line TrainingError for settings that cannot train, before any work."""
     if not 0 < args.warmup_steps < args.steps:
         raise TrainingError(f"--warmup-steps ({args.warmup_steps}) must be between 0 and "
                             f"--steps ({args.steps})")
     if (args.out / LM_FILE).exists() and not args.overwrite:
         raise TrainingError(f"{args.out}: holds a language model already (pass --overwrite)")
-    torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
-    device = torch.device(args.device)
-    _, tokenizer, _ = load_model_dir(args.model, "cpu")
+
+
+def load_data(args: argparse.Namespace, tokenizer: Tokenizer) -> tuple[list[Tensor], list[Tensor]]:
+    """The training and dev sentences (`--text`, `--dev`) as the tokenizer's pieces."""
     train_text = [s for path in args.text for s in read_sentences(path)]
     dev_text = read_sentences(args.dev)
     if not train_text or not dev_text:
         raise TrainingError(f"{args.text[0] if not train_text else args.dev}: no sentences")
-    train_set = encode(train_text, tokenizer, args.max_tokens)
-    dev_set = encode(dev_text, tokenizer, args.max_tokens)
+    max_tokens = args.max_tokens
+    return encode(train_text, tokenizer, max_tokens), encode(dev_text, tokenizer, max_tokens)
+
+
+def train(args: argparse.Namespace) -> dict:
+    """Train, evaluating on dev every `eval_every` steps; the best weights are saved."""
+    check_args(args)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    device = torch.device(args.device)
+    _, tokenizer, _ = load_model_dir(args.model, "cpu")
+    train_set, dev_set = load_data(args, tokenizer)
     dims = LMDimensions(tokenizer.vocab_size, args.d_model, args.heads, args.d_ff, args.layers,
                         args.dropout)
     lm = TokenLM(dims).to(device)

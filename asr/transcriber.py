@@ -28,16 +28,17 @@ from torch.nn.utils.rnn import pad_sequence
 
 from asr.audio import MAX_SECONDS, AudioError, audio_duration, load_audio, prepare_array
 from asr.checkpoint import CONFIG, ModelDirError, load_model_dir, section
+from asr.decode_batch import decode_texts
 from asr.decoding import (
     DecodingOptions,
     Hypothesis,
     Network,
     as_network,
-    decode,
     decode_hypotheses,
     decode_scored,
 )
-from asr.lm import TokenLM, load_lm
+from asr.device import pick_device
+from asr.lm import load_lm
 from asr.model import SpeechTransformer
 from asr.onnx_backend import OnnxNetwork
 from asr.progress import progress
@@ -85,32 +86,6 @@ class Transcript:
 
     def __str__(self) -> str:
         return self.text
-
-
-def pick_device(device: str | torch.device = "auto") -> torch.device:
-    """"auto" means the GPU when there is one; else "cpu", "cuda" or "cuda:N", which must exist."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        chosen = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        chosen = None
-    if chosen is None or chosen.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {device!r}")
-    if chosen.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device}: no CUDA GPU is available here (use cpu)")
-    if chosen.type == "cuda" and (chosen.index or 0) >= torch.cuda.device_count():
-        raise ValueError(f"device {device}: there is no such GPU (this machine has "
-                         f"{torch.cuda.device_count()})")
-    return chosen
-
-
-def decode_texts(model: SpeechTransformer | Network, tokenizer: Tokenizer, wave: torch.Tensor,
-                 lengths: torch.Tensor, options: DecodingOptions,
-                 lm: TokenLM | None = None) -> list[str]:
-    """One padded batch of waveforms -> transcripts (`lm`: the loaded `options.lm`)."""
-    pieces = tokenizer.pieces if options.words is not None else None
-    return [tokenizer.decode(ids) for ids in decode(model, wave, lengths, options, pieces, lm)]
 
 
 class Transcriber:

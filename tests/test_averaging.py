@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
-from asr.averaging import EPOCHS, average_model_dir, average_weights, epoch_path, select_epochs
+from asr.averaging import AVERAGED, EPOCHS, average_model_dir, average_weights, epoch_path, select_epochs
 from asr.checkpoint import WEIGHTS, ModelDirError, load_model_dir, load_torch
-from asr.train import AVERAGED, Trainer
+from asr.train import Trainer
 from conftest import ROOT, small_real_set, train_config, write_manifest
 
 HISTORY = [{"epoch": e, "dev_wer": w, "dev_loss": loss} for e, w, loss in [

@@ -1,0 +1,37 @@
+"""The trainer settings checked before any work, and the error of a run that cannot start."""
+
+import torch
+from omegaconf import DictConfig
+
+from asr.curves import LOGGERS
+
+PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot start; the message says why and what to pass instead."""
+
+
+def check_options(cfg: DictConfig) -> None:
+    """A one-line TrainingError for a setting outside its choices, before anything is read."""
+    if cfg.data.on_error not in ("raise", "skip"):
+        raise TrainingError(f"data.on_error must be raise or skip, got {cfg.data.on_error!r}")
+    if cfg.trainer.precision not in PRECISIONS:
+        raise TrainingError(f"trainer.precision must be one of {', '.join(PRECISIONS)}, got "
+                            f"{cfg.trainer.precision!r}")
+    if cfg.trainer.accumulate_grad_batches < 1:
+        raise TrainingError("trainer.accumulate_grad_batches must be at least 1, got "
+                            f"{cfg.trainer.accumulate_grad_batches}")
+    if cfg.trainer.average_by not in ("last", "best"):
+        raise TrainingError(f"trainer.average_by must be last or best, got "
+                            f"{cfg.trainer.average_by!r}")
+    if cfg.trainer.logger not in LOGGERS:  # before any work; the curves start in fit
+        raise TrainingError(f"trainer.logger must be csv, tensorboard or none, got "
+                            f"{cfg.trainer.logger!r}")
+
+
+def autocast(device: torch.device, precision: str) -> torch.autocast:
+    """bf16 or fp16 autocast on CUDA (trainer.precision); CPU runs in fp32."""
+    dtype = PRECISIONS[precision]
+    enabled = device.type == "cuda" and dtype != torch.float32
+    return torch.autocast(device.type, dtype=dtype, enabled=enabled)

@@ -1,0 +1,50 @@
+"""Fine-tuning (`trainer.init_from`): a trained model's weights, CMVN statistics and tokenizer
+replace the random start, the learnt CMVN and the new vocabulary, once checked to fit the run.
+"""
+
+from dataclasses import asdict
+
+from omegaconf import DictConfig, OmegaConf
+
+from asr.checkpoint import ModelDirError, load_model_dir
+from asr.text import normalize_text
+from asr.tokenizer import UNK_ID, Tokenizer
+from asr.training.options import TrainingError
+
+# Settings that shape only training (losses, regularisation, SpecAugment): a fine-tuning run may
+# change them. Every other model and features setting must be the one the weights were trained
+# with (n_vocab and n_input follow from the tokenizer and the features).
+TRAINING_ONLY = {"model": {"dropout", "label_smoothing", "ctc_weight", "guided_attention",
+                           "guided_attention_width", "n_vocab", "n_input"},
+                 "features": {"freq_masks", "freq_width", "time_masks", "time_width",
+                              "time_max_ratio", "vtlp"}}
+
+
+def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]:
+    """The weights (CMVN included) and tokenizer that `trainer.init_from` names, once checked
+    to fit this run: the same network and front end, a CTC head on both sides or neither, and
+    a vocabulary that spells every character of the training transcripts."""
+    source = cfg.trainer.init_from
+    try:
+        model, tokenizer, _ = load_model_dir(source)
+    except ModelDirError as err:
+        raise TrainingError(f"trainer.init_from: {err}") from None
+    # What the weights were built with: a setting newer than their config has its default.
+    built = {"model": asdict(model.dims), "features": asdict(model.frontend.cfg)}
+    for section, free in TRAINING_ONLY.items():
+        mine = OmegaConf.to_container(cfg[section], resolve=True)
+        for key, value in built[section].items():
+            if key not in free and mine.get(key) != value:
+                raise TrainingError(f"trainer.init_from={source}: {section}.{key} is {value} "
+                                    f"there, {mine.get(key)} here; pass {section}.{key}={value} "
+                                    "(the network must be the one the weights were trained as)")
+    if (cfg.model.ctc_weight > 0) != (model.ctc is not None):
+        raise TrainingError(f"trainer.init_from={source}: model.ctc_weight must be "
+                            f"{'> 0' if model.ctc is not None else '0'}, as there (the CTC "
+                            "head is part of the weights)")
+    chars = {c for text in texts for c in normalize_text(text)} - {" "}
+    unknown = sorted(c for c in chars if UNK_ID in tokenizer.encode(c))
+    if unknown:
+        raise TrainingError(f"trainer.init_from={source}: its tokenizer cannot spell "
+                            f"{' '.join(map(repr, unknown))} of the training transcripts")
+    return model.state_dict(), tokenizer

@@ -1,0 +1,133 @@
+"""Where a run stands (`TrainState`) and the checkpoint it resumes from.
+
+The checkpoint holds the weights, optimiser, schedule, loss scaler, this state (the position
+in the epoch included) and every random generator training draws from (python, numpy, torch,
+CUDA), so that a run resumed after a kill ends with the weights of an uninterrupted one.
+"""
+
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from asr.checkpoint import load_torch, save_torch
+from asr.training.options import TrainingError
+
+
+@dataclass
+class TrainState:
+    """What a resumed run needs besides weights and optimiser: where it was and how it went."""
+
+    epoch: int = 0
+    step: int = 0
+    best_wer: float = math.inf
+    train_seconds: float = 0.0
+    audio_seconds: float = 0.0
+    history: list[dict] = field(default_factory=list)
+    skipped_lines: int = 0  # bad manifest lines left out (data.on_error=skip)
+    # The epoch in progress, saved mid-epoch so that a resumed run continues it exactly.
+    epoch_batches: int = 0
+    epoch_loss_sum: float = 0.0
+    epoch_loss_count: int = 0
+    epoch_bad_steps: int = 0  # non-finite loss or gradients: step skipped
+    epoch_bad_audio: int = 0  # unusable audio files left out (data.on_error=skip)
+    bad_streak: int = 0  # consecutive skipped steps, bounded by trainer.max_bad_steps
+    loss_curve: list[dict] = field(default_factory=list)  # mean train loss every trainer.log_every steps
+    loss_window: list[float] = field(default_factory=list)  # losses since the curve's last point
+
+    def record_step(self, loss: float | None, seconds: float, batches: int) -> None:
+        """Count a group of `batches` micro-batches in the epoch; `loss` is None when it
+        made no step (nothing usable, or not finite)."""
+        if loss is not None:
+            self.epoch_loss_sum, self.epoch_loss_count = \
+                self.epoch_loss_sum + loss, self.epoch_loss_count + 1
+            self.audio_seconds += seconds
+        self.loss_window.append(math.nan if loss is None else loss)
+        self.epoch_batches += batches
+
+    def curve_point(self, lr: float) -> None:
+        """A point of the training-loss curve: the mean over the last steps (NaN if one was)."""
+        self.loss_curve.append({"step": self.step,
+                                "train_loss": sum(self.loss_window) / len(self.loss_window),
+                                "lr": lr})
+        self.loss_window = []
+
+    def close_epoch(self, dev: dict[str, float], lr: float) -> tuple[dict, bool]:
+        """Record the finished epoch in `history` and start the next: its record and whether
+        it has the best dev WER so far."""
+        self.epoch += 1
+        rate = self.audio_seconds / max(self.train_seconds, 1e-9)
+        record = {"epoch": self.epoch, "step": self.step,
+                  "train_loss": self.epoch_loss_sum / max(self.epoch_loss_count, 1), **dev,
+                  "lr": lr, "audio_sec_per_sec": rate,
+                  "bad_steps": self.epoch_bad_steps, "bad_audio": self.epoch_bad_audio}
+        self.history.append(record)
+        improved = dev["dev_wer"] < self.best_wer
+        if improved:
+            self.best_wer = dev["dev_wer"]
+        self.epoch_batches = self.epoch_loss_count = 0
+        self.epoch_loss_sum = 0.0
+        self.epoch_bad_steps = self.epoch_bad_audio = 0
+        return record, improved
+
+
+def save_training_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                        scheduler: torch.optim.lr_scheduler.LRScheduler,
+                        scaler: torch.amp.GradScaler, state: TrainState) -> None:
+    """The checkpoint to resume from, written atomically."""
+    scaled = {"scaler": scaler.state_dict()} if scaler.is_enabled() else {}
+    save_torch({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "state": asdict(state),
+                "rng": rng_states(), **scaled}, path)
+
+
+def load_training_state(path: Path, device: torch.device, model: torch.nn.Module,
+                        optimizer: torch.optim.Optimizer,
+                        scheduler: torch.optim.lr_scheduler.LRScheduler,
+                        scaler: torch.amp.GradScaler) -> TrainState:
+    """Load the checkpoint into the run's parts and generators; the state it was at."""
+    ckpt = load_torch(path, device)
+    try:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        if "scaler" in ckpt:
+            scaler.load_state_dict(ckpt["scaler"])
+        state = TrainState(**ckpt["state"])
+        set_rng_states(ckpt.get("rng") or {"torch": ckpt["torch_rng"]})
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
+        problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TrainingError(f"{path}: not a checkpoint this run can continue ({problem}); "
+                            "pass trainer.overwrite=true to start over") from None
+    return state
+
+
+def seed_everything(seed: int) -> None:
+    """Seed the python, numpy and torch generators that training draws from."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_states() -> dict:
+    """Every generator training draws from, as tensors and plain data (weights_only-loadable)."""
+    name, key, pos, has_gauss, gauss = np.random.get_state()
+    return {"python": random.getstate(), "torch": torch.get_rng_state(),
+            "numpy": [name, torch.from_numpy(key.astype(np.int64)), pos, has_gauss, gauss],
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_states(states: dict) -> None:
+    """Put back the generators `rng_states` saved (a checkpoint may hold torch's alone)."""
+    torch.set_rng_state(states["torch"].cpu())
+    if "python" in states:
+        version, internal, gauss = states["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in states:
+        name, key, pos, has_gauss, gauss = states["numpy"]
+        np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    if states.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
