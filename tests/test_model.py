@@ -4,9 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from asr.attention import Rotary
+from asr.attention import MultiHeadAttention
 from asr.features import FeatureConfig
-from asr.model import ModelDimensions, MultiHeadAttention, SpeechTransformer
+from asr.model import ModelDimensions, SpeechTransformer
+from asr.positions import Rotary
 from asr.tokenizer import BOS_ID
 
 
