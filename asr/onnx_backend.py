@@ -29,9 +29,9 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from asr.checkpoint import CONFIG, TOKENIZER, ModelDirError, load_config, load_tokenizer, model_settings
-from asr.decoding import Inference, Network
 from asr.features import FeatureConfig
 from asr.model import ModelDimensions, frame_seconds
+from asr.network import Inference, Network
 from asr.tokenizer import Tokenizer
 
 ENCODER, DECODER = "encoder.onnx", "decoder.onnx"
