@@ -16,7 +16,7 @@ The export directory holds two graphs, the model's config and its tokenizer:
 
 Hypotheses come in equal groups per utterance (beam search): hyps = batch x group. The feature
 front end runs inside encoder.onnx, so the graphs need nothing but audio. `OnnxNetwork` is the
-`asr.decoding.Network` over them: the greedy and beam searches of asr/decoding.py run on it
+`asr.network.Network` over them: the greedy and beam searches of asr/search.py run on it
 unchanged, each step one onnxruntime call that feeds only the new token.
 """
 
