@@ -84,7 +84,9 @@ class MultiHeadAttention(nn.Module):
 
         Separate projections, as whisper's: one GEMM of the concatenated q, k, v weights is no
         faster on CPU (self-attention of 16 x 16-128 positions, forward + backward, one
-        thread: 3.5-34 ms fused against 2.3-29 ms separate)."""
+        thread: 3.5-34 ms fused against 2.3-29 ms separate; a training step of the small model
+        with rotary positions, 16 utterances of 1-2 s: 261 ms fused, 247 ms separate, and
+        290 ms with the short-key softmax of `attend` as well)."""
         k, v = split_heads(self.key(source), self.n_head), split_heads(self.value(source), self.n_head)
         return (k if self.rotary is None else self.rotary(k, positions)), v
 
