@@ -10,17 +10,14 @@ outputs make a word's span start late and end early rather than cover the whole 
 """
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torchaudio.functional as AF
 from torch import Tensor
 
 from asr.model import SpeechTransformer
+from asr.network import Network, as_network
 from asr.tokenizer import PAD_ID, WORD_START, Tokenizer
-
-if TYPE_CHECKING:
-    from asr.decoding import Network
 
 
 @dataclass(frozen=True)
@@ -66,9 +63,7 @@ def align_text(model: "SpeechTransformer | Network", tokenizer: Tokenizer, wave:
                text: str) -> list[WordTime]:
     """Each word of `text` (as the tokenizer spells it) with its time in `wave`; [] when the
     text is empty or cannot fit into the audio. `model`: the torch model or any
-    `asr.decoding.Network` (its ONNX export)."""
-    from asr.decoding import as_network  # not at the top: asr.decoding imports this module
-
+    `asr.network.Network` (its ONNX export)."""
     network = as_network(model)
     if not network.has_ctc:
         raise ValueError("word times need a CTC head (model.ctc_weight > 0)")

@@ -32,7 +32,8 @@ from asr.checkpoint import (
     load_model_dir,
 )
 from asr.cli import ArgumentParser, print_error
-from asr.model import DecoderCache, KVCache, SpeechTransformer, TextDecoder
+from asr.kv_cache import DecoderCache, KVCache
+from asr.model import SpeechTransformer, TextDecoder
 from asr.onnx_backend import (
     DECODER,
     DECODER_INPUTS,

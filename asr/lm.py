@@ -24,7 +24,8 @@ from asr.checkpoint import (
     load_torch,
     save_torch,
 )
-from asr.model import DecoderCache, ModelDimensions, TextDecoder
+from asr.kv_cache import DecoderCache
+from asr.model import ModelDimensions, TextDecoder
 from asr.tokenizer import Tokenizer
 from asr.untrusted import UntrustedInputError, check_fields, check_ranges, from_section, read_file
 

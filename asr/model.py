@@ -1,25 +1,28 @@
-"""The Speech-Transformer, in one readable file (after openai/whisper's `model.py`).
+"""The Speech-Transformer (after openai/whisper's `model.py`).
 
-dimensions -> attention -> residual block -> encoder -> decoder -> model. Feature frames are the
-encoder's embeddings: stacked (or conv-subsampled), linearly projected, plus a sinusoidal position
-code. The decoder embeds BPE tokens, attends causally to itself and to the encoder by
-cross-attention, and reads its output through the transposed token embedding.
+dimensions -> residual block -> encoder -> decoder -> model. Feature frames are the encoder's
+embeddings: stacked (or conv-subsampled), linearly projected, plus a sinusoidal position code.
+The decoder embeds BPE tokens, attends causally to itself and to the encoder by
+cross-attention, and reads its output through the transposed token embedding. Attention itself
+is `asr.attention`, its key/value caches `asr.kv_cache`.
 
 Options from the training literature (see the seeds and README): `norm` (Pre-LN, Post-LN or
 T-Fixup's initialisation without LayerNorm), `pos` (sinusoidal, or relative/rotary inside
-self-attention: asr/attention.py) and `attention` (full, or local in the encoder).
+self-attention: `asr.positions`), `attention` (full, or local in the encoder:
+`asr.attention`) and `guided_attention` (a loss on cross-attention: `asr.guided_attention`).
 """
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr.attention import RelativePosition, Rotary, local_attention
+from asr.attention import MultiHeadAttention
 from asr.features import FeatureConfig, FrontEnd, padding_mask
+from asr.guided_attention import guided_attention_loss, weights_kept
+from asr.kv_cache import DecoderCache, KVCache
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from asr.untrusted import check_fields, check_ranges
 
@@ -101,223 +104,6 @@ def sinusoids(length: int, channels: int, device: torch.device | None = None) ->
     return code
 
 
-# On CPU, SDPA's kernel (forward + backward, 16 x 4 heads x 36) is 1.2-1.6x slower than
-# `attention_softmax(q, k, mask) @ v` for up to ~64 keys, and faster from ~128 (measured
-# 2026-11-25, 2 threads).
-SHORT_KEYS = 64
-
-
-def attention_softmax(q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
-    """softmax(q k^T / sqrt(d)) over the keys `mask` allows: the weights SDPA applies to v,
-    written out (for short key sequences on CPU, and for plots)."""
-    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(-1)
-
-
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention on top of `F.scaled_dot_product_attention`.
-
-    No dropout on the attention weights (as in whisper): it would force SDPA's slow path on
-    CPU, and the residual dropout around each layer regularises enough.
-
-    `pos` ("rope" or "relative", None for neither) reads the absolute `positions` of the queries
-    and `key_positions` of the keys (both default to 0, 1, ...). A caller that feeds only new
-    tokens and keeps earlier keys (a KV cache) projects the new rows with their positions,
-    appends them to the cached (already rotated) keys and values, and calls `attend` with the
-    queries' positions and the positions of all keys. `window` > 0 gives local attention;
-    `mask` must then be a key-padding mask (batch, 1, 1, keys).
-    """
-
-    def __init__(self, d_model: int, n_head: int, pos: str | None = None, max_distance: int = 16,
-                 window: int = 0) -> None:
-        super().__init__()
-        self.n_head = n_head
-        self.query = nn.Linear(d_model, d_model)
-        self.key = nn.Linear(d_model, d_model)
-        self.value = nn.Linear(d_model, d_model)
-        self.out = nn.Linear(d_model, d_model)
-        head_dim = d_model // n_head
-        self.rotary = Rotary(head_dim) if pos == "rope" else None
-        self.relative = RelativePosition(head_dim, max_distance) if pos == "relative" else None
-        self.window = window
-
-    def forward(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
-                positions: Tensor | None = None, key_positions: Tensor | None = None,
-                cache: "KVCache | None" = None) -> Tensor:
-        """`mask` broadcasts to (batch, heads, queries, keys); True means "may attend".
-
-        `positions`/`key_positions` place the rows of `x`/`source` (RoPE, relative; default
-        0, 1, ...). With a `cache`, `source` holds only the new rows and the keys seen so far
-        come from the cache: they sit at positions 0, 1, ... of the sequence. `source` may
-        hold fewer rows than `x` when several hypotheses of one utterance (beam search)
-        attend to its encoder states: rows of `x` come in equal groups per source row.
-        """
-        if cache is None and source is x and key_positions is positions:
-            q, k, v = self._self_projections(x, positions)
-        elif cache is not None:
-            q = self.queries(x, positions)
-            k, v = cache.keys_values(self, source, key_positions)
-            key_positions = None  # the cache holds every key from position 0 on
-        else:
-            q, (k, v) = self.queries(x, positions), self.project(source, key_positions)
-        batch, heads, length, head_dim = q.shape
-        group = batch // k.shape[0]
-        if group > 1:  # fold each utterance's hypotheses into its query axis
-            q = q.reshape(k.shape[0], group, heads, length, head_dim).transpose(1, 2).flatten(2, 3)
-        y = self.attend(q, k, v, mask, positions, key_positions)
-        if group > 1:
-            y = y.reshape(k.shape[0], heads, group, length, head_dim).transpose(1, 2).flatten(0, 1)
-        return self.out(y.transpose(1, 2).flatten(2))
-
-    def queries(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
-        """(batch, heads, time, head_dim), rotated to their `positions` for RoPE."""
-        q = self._split(self.query(x))
-        if self.rotary is None:
-            return q
-        return self.rotary(q, _positions(positions, q.shape[2], x.device))
-
-    def project(self, source: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Keys and values (batch, heads, time, head_dim); keys rotated to `positions` for RoPE."""
-        k, v = self._split(self._linear(source, self.key, self.value), 2).unbind(0)
-        if self.rotary is not None:
-            k = self.rotary(k, _positions(positions, k.shape[2], source.device))
-        return k, v
-
-    def _self_projections(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, ...]:
-        """Queries, keys and values of self-attention (as `queries` and `project` give them)."""
-        qkv = self._split(self._linear(x, self.query, self.key, self.value), 3)
-        if self.rotary is None:
-            return qkv.unbind(0)
-        qk = self.rotary(qkv[:2], _positions(positions, x.shape[1], x.device))
-        return qk[0], qk[1], qkv[2]
-
-    @staticmethod
-    def _linear(x: Tensor, *layers: nn.Linear) -> Tensor:
-        """Several projections of `x` as one GEMM: a wider product runs faster on CPU than
-        three thin ones, and the weights keep their own names in checkpoints."""
-        return F.linear(x, torch.cat([layer.weight for layer in layers]),
-                        torch.cat([layer.bias for layer in layers]))
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
-               positions: Tensor | None = None, key_positions: Tensor | None = None) -> Tensor:
-        if self.window:
-            padding = mask.reshape(mask.shape[0], -1) if mask is not None \
-                else torch.ones(k.shape[0], k.shape[2], dtype=torch.bool, device=k.device)
-            return local_attention(q, k, v, padding, self.window, self.relative)
-        if self.relative is not None:
-            return self.relative(q, k, v, self._buckets(q, k, positions, key_positions), mask)
-        if q.device.type == "cpu" and k.shape[2] <= SHORT_KEYS:
-            return attention_softmax(q, k, mask) @ v
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-    def attention_weights(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
-                          positions: Tensor | None = None,
-                          key_positions: Tensor | None = None) -> Tensor:
-        """Softmax weights (batch, heads, queries, keys) of full attention, for plots."""
-        q, (k, _) = self.queries(x, positions), self.project(source, key_positions)
-        if self.relative is not None:
-            buckets = self._buckets(q, k, positions, key_positions)
-            return self.relative.scores(q, k, buckets, mask).softmax(-1)
-        return attention_softmax(q, k, mask)
-
-    def _buckets(self, q: Tensor, k: Tensor, positions: Tensor | None,
-                 key_positions: Tensor | None) -> Tensor:
-        positions = _positions(positions, q.shape[2], q.device)
-        key_positions = _positions(key_positions, k.shape[2], q.device)
-        return self.relative.bucket(key_positions[None, :] - positions[:, None])
-
-    def _split(self, t: Tensor, parts: int = 0) -> Tensor:
-        """(batch, time, [parts *] d_model) -> ([parts,] batch, heads, time, head_dim), a view.
-
-        Reshapes, not unflatten: traced for ONNX, the sizes after an unflatten are recorded as
-        constants, and a later step that reads them would serve only the traced length."""
-        batch, time = t.shape[:2]
-        if not parts:
-            return t.reshape(batch, time, self.n_head, -1).transpose(1, 2)
-        return t.reshape(batch, time, parts, self.n_head, -1).permute(2, 0, 3, 1, 4)
-
-
-class KVCache:
-    """One attention layer's projected keys and values, kept between decoding steps.
-
-    Self-attention (`grows`) appends the keys/values of the tokens fed at each step, so each
-    token is projected once; cross-attention projects the encoder states on the first step
-    and reuses them to the end of the utterance (as whisper's `kv_cache`). A growing cache
-    reorders its rows (the surviving beams) lazily, on the next append, so that reordering and
-    appending copy the cache once per step instead of twice.
-    """
-
-    def __init__(self, grows: bool) -> None:
-        self.grows = grows
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
-        self.rows: Tensor | None = None  # pending `select` of a growing cache
-
-    def keys_values(self, attn: MultiHeadAttention, source: Tensor,
-                    positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if self.k is not None and not self.grows:
-            return self.k, self.v
-        k, v = attn.project(source, positions)
-        if self.k is not None:
-            k, v = self._append(self.k, k), self._append(self.v, v)
-            self.rows = None
-        self.k, self.v = k, v
-        return k, v
-
-    def select(self, rows: Tensor) -> None:
-        """Keep (and repeat) the given batch rows, e.g. the beams that survive a step."""
-        if self.k is None:
-            return
-        if self.grows:
-            self.rows = rows if self.rows is None else self.rows[rows]
-        else:
-            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
-
-    def _append(self, cached: Tensor, new: Tensor) -> Tensor:
-        """The cached rows (reordered by the pending `select`) followed by `new` in time."""
-        count = len(self.rows) if self.rows is not None else cached.shape[0]
-        _, heads, length, dim = cached.shape
-        out = cached.new_empty(count, heads, length + new.shape[2], dim)
-        if self.rows is None:
-            out[:, :, :length] = cached
-        else:
-            torch.index_select(cached, 0, self.rows, out=out[:, :, :length])
-        out[:, :, length:] = new
-        return out
-
-
-class DecoderCache:
-    """Everything the decoder computed for a batch of hypotheses in earlier steps.
-
-    With it, `TextDecoder` is fed only the new tokens; `offset` (tokens already seen) places
-    them. Hypotheses of one utterance share its encoder keys/values (one row per utterance).
-    """
-
-    def __init__(self, n_layers: int) -> None:
-        self.self_attn = [KVCache(grows=True) for _ in range(n_layers)]
-        self.cross_attn = [KVCache(grows=False) for _ in range(n_layers)]
-        self.offset = 0
-
-    def select(self, rows: Tensor) -> None:
-        """Continue with the given hypotheses (rows of the batch), e.g. the surviving beams."""
-        for cache in self.self_attn:
-            cache.select(rows)
-
-    def keep_sources(self, utterances: Tensor, frames: int) -> None:
-        """Keep the encoder keys/values of these utterances, cut to `frames` (when the
-        others, and with them the longest, have ended)."""
-        for cache in self.cross_attn:
-            cache.select(utterances)
-            if cache.k is not None:
-                cache.k, cache.v = cache.k[:, :, :frames], cache.v[:, :, :frames]
-
-
-def _positions(given: Tensor | None, length: int, device: torch.device) -> Tensor:
-    return given if given is not None else torch.arange(length, device=device)
-
-
 class ResidualAttentionBlock(nn.Module):
     """Self-attention, optional cross-attention, feed-forward; each wrapped Pre-LN or Post-LN.
 
@@ -340,7 +126,7 @@ class ResidualAttentionBlock(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, memory: Tensor | None = None,
                 memory_mask: Tensor | None = None, positions: Tensor | None = None,
-                cache: "tuple[KVCache, KVCache] | None" = None) -> Tensor:
+                cache: tuple[KVCache, KVCache] | None = None) -> Tensor:
         self_cache, cross_cache = cache if cache is not None else (None, None)
         x = self._residual(x, self.attn_ln,
                            lambda h: self.attn(h, h, mask, positions, positions, cache=self_cache))
@@ -392,7 +178,8 @@ class AudioEncoder(nn.Module):
         s = self.stride
         pad = (-feats.shape[1]) % s
         x = F.pad(feats, (0, 0, 0, pad))
-        x = x.reshape(x.shape[0], x.shape[1] // s, s * x.shape[2])  # not unflatten: see _split
+        # a reshape, not unflatten: see asr.attention.split_heads
+        x = x.reshape(x.shape[0], x.shape[1] // s, s * x.shape[2])
         return x, (lengths + s - 1) // s
 
     def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
@@ -486,9 +273,9 @@ class SpeechTransformer(nn.Module):
         the input embeddings by (9 N)^-1/4 of their own stack. Our encoder's "embedding" is a
         linear map of CMVN-normalised frames: Xavier, scaled by (9 N_e)^-1/4, and not multiplied
         by sqrt(d), which gives its outputs the per-entry scale of a scaled N(0, d^-1/2) token
-        embedding times sqrt(d), with weights large enough for Adam's steps. (A first version
-        drew its weights from N(0, (fan_in d)^-1/2): each Adam step of 2e-3 then exceeded the
-        weights themselves and every run diverged.)
+        embedding times sqrt(d), with weights large enough for Adam's steps: drawn from
+        N(0, (fan_in d)^-1/2) instead, they are smaller than one Adam step of 2e-3, and
+        training diverges.
         """
         dims = self.dims
         for module in self.modules():
@@ -534,7 +321,7 @@ class SpeechTransformer(nn.Module):
         decoder_out = torch.cat([targets, torch.full_like(bos, PAD_ID)], dim=1)
         decoder_out[torch.arange(len(targets)), target_lengths] = EOS_ID
         alignment: list[Tensor] = []
-        with self._cross_attention_kept(alignment):
+        with weights_kept(self._guided_layer(), alignment):
             logits = self.decoder(decoder_in, memory, memory_lengths)
         att = F.cross_entropy(logits.flatten(0, 1).float(), decoder_out.flatten(),
                               ignore_index=PAD_ID, label_smoothing=self.dims.label_smoothing)
@@ -551,23 +338,11 @@ class SpeechTransformer(nn.Module):
         losses["loss"] = loss
         return losses
 
-    @contextmanager
-    def _cross_attention_kept(self, kept: list[Tensor]):
-        """While training with guided attention, append the last decoder layer's
-        cross-attention weights (batch, heads, tokens, frames) to `kept`."""
-        if not (self.training and self.dims.guided_attention > 0):
-            yield
-            return
-
-        def keep(module: MultiHeadAttention, args: tuple, kwargs: dict) -> None:
-            kept.append(module.attention_weights(*args))  # kwargs: only the (unused) cache
-
-        handle = self.decoder.blocks[-1].cross_attn.register_forward_pre_hook(keep,
-                                                                              with_kwargs=True)
-        try:
-            yield
-        finally:
-            handle.remove()
+    def _guided_layer(self) -> MultiHeadAttention | None:
+        """The layer guided attention charges while training with it: the last decoder
+        layer's cross-attention (its weights: batch, heads, tokens, frames)."""
+        guided = self.training and self.dims.guided_attention > 0
+        return self.decoder.blocks[-1].cross_attn if guided else None
 
     @staticmethod
     def loss_tokens(targets: Tensor) -> tuple[int, int]:
@@ -591,19 +366,3 @@ def frame_seconds(dims: ModelDimensions, features: FeatureConfig) -> float:
     factor = 4 if dims.subsampling == "conv2d" else dims.stack if dims.subsampling == "stack" \
         else 1
     return factor * features.hop_length / features.sample_rate
-
-
-def guided_attention_loss(weights: Tensor, token_lengths: Tensor, frame_lengths: Tensor,
-                          width: float) -> Tensor:
-    """Mean over real tokens and heads of the attention mass off the diagonal band.
-
-    `weights` (batch, heads, tokens, frames); token n of an utterance's N tokens attending to
-    frame t of its T frames costs 1 - exp(-(n/N - t/T)^2 / (2 width^2)) per unit of weight.
-    """
-    heads, tokens, frames = weights.shape[1:]
-    n = (torch.arange(tokens, device=weights.device) + 0.5) / token_lengths[:, None]
-    t = (torch.arange(frames, device=weights.device) + 0.5) / frame_lengths[:, None]
-    cost = 1 - torch.exp(-(n[:, :, None] - t[:, None, :]) ** 2 / (2 * width**2))
-    real = torch.arange(tokens, device=weights.device) < token_lengths[:, None]
-    per_token = (weights.float() * cost[:, None]).sum(-1)  # padded frames have weight 0
-    return (per_token * real[:, None]).sum() / (real.sum().clamp(min=1) * heads)

@@ -16,7 +16,7 @@ The export directory holds two graphs, the model's config and its tokenizer:
 
 Hypotheses come in equal groups per utterance (beam search): hyps = batch x group. The feature
 front end runs inside encoder.onnx, so the graphs need nothing but audio. `OnnxNetwork` is the
-`asr.decoding.Network` over them: the greedy and beam searches of asr/decoding.py run on it
+`asr.network.Network` over them: the greedy and beam searches of asr/search.py run on it
 unchanged, each step one onnxruntime call that feeds only the new token.
 """
 
@@ -29,9 +29,9 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from asr.checkpoint import CONFIG, TOKENIZER, ModelDirError, load_config, load_tokenizer, model_settings
-from asr.decoding import Inference, Network
 from asr.features import FeatureConfig
 from asr.model import ModelDimensions, frame_seconds
+from asr.network import Inference, Network
 from asr.tokenizer import Tokenizer
 
 ENCODER, DECODER = "encoder.onnx", "decoder.onnx"

@@ -40,6 +40,25 @@ STDIN = "-"
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    formats = checked_formats(parser, args)
+    try:
+        transcriber = Transcriber.from_pretrained(args.model, args.device,
+                                                  batch_size=args.batch_size,
+                                                  backend=args.backend, **decoding_overrides(args))
+        if args.word_timestamps and not transcriber.network.has_ctc:
+            raise ValueError(f"{args.model}: --word-timestamps needs a model with a CTC head")
+    except (ModelDirError, ValueError) as err:
+        print_error(err)
+        return 1
+    with stdin_file(STDIN in args.files) as stdin_path:
+        paths = {name: stdin_path if name == STDIN else name for name in args.files}
+        failed = transcribe_files(transcriber, args, paths, formats)
+    return 1 if failed else 0
+
+
+def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="audio files in any format soundfile reads, "
                                                  "any rate and length; - reads one from stdin")
@@ -57,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--highlight-words", action="store_true",
                         help="srt/vtt: a cue per word, underlined (needs --word-timestamps)")
     add_decoding_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def checked_formats(parser: ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The output formats to write; a usage error (exit 2) for options that do not fit."""
     if args.highlight_words and not args.word_timestamps:
         parser.error("--highlight-words needs --word-timestamps")
     if args.files.count(STDIN) > 1:
@@ -68,39 +91,35 @@ def main(argv: list[str] | None = None) -> int:
         if clash:
             parser.error(f"{clash[0]} and {clash[1]} would both write "
                          f"{output_stem(clash[0])}.* in the output folder")
-    try:
-        transcriber = Transcriber.from_pretrained(args.model, args.device,
-                                                  batch_size=args.batch_size,
-                                                  backend=args.backend, **decoding_overrides(args))
-        if args.word_timestamps and not transcriber.network.has_ctc:
-            raise ValueError(f"{args.model}: --word-timestamps needs a model with a CTC head")
-    except (ModelDirError, ValueError) as err:
-        print_error(err)
-        return 1
-    with stdin_file(STDIN in args.files) as stdin_path:
-        paths = {name: stdin_path if name == STDIN else name for name in args.files}
-        names, failed = [], 0
-        for name in args.files:
-            try:
-                check_audio_file(paths[name])
-                names.append(name)
-            except AudioError as err:
-                print_error(f"{name}: {err.problem}")
-                failed += 1
-        results = transcriber.transcribe_each([paths[n] for n in names],
-                                              word_timestamps=args.word_timestamps,
-                                              show_progress=True)
-        for name, result in zip(names, results, strict=True):
-            if isinstance(result, AudioError):  # went bad after its first block
-                print_error(f"{name}: {result.problem}")
-                failed += 1
-            elif formats:
-                failed += not write_outputs(name, result, formats, Path(args.output_dir or "."),
-                                            args.highlight_words)
-            else:
-                print_line(format_result(name, result, args.json, args.timestamps,
-                                         args.word_timestamps))
-    return 1 if failed else 0
+    return formats
+
+
+def transcribe_files(transcriber: Transcriber, args: argparse.Namespace, paths: dict[str, str],
+                     formats: list[str]) -> int:
+    """Print or write each file's transcript, an error line for each that cannot be read;
+    returns how many failed."""
+    names, failed = [], 0
+    for name in args.files:
+        try:
+            check_audio_file(paths[name])
+            names.append(name)
+        except AudioError as err:
+            print_error(f"{name}: {err.problem}")
+            failed += 1
+    results = transcriber.transcribe_each([paths[n] for n in names],
+                                          word_timestamps=args.word_timestamps,
+                                          show_progress=True)
+    for name, result in zip(names, results, strict=True):
+        if isinstance(result, AudioError):  # went bad after its first block
+            print_error(f"{name}: {result.problem}")
+            failed += 1
+        elif formats:
+            failed += not write_outputs(name, result, formats, Path(args.output_dir or "."),
+                                        args.highlight_words)
+        else:
+            print_line(format_result(name, result, args.json, args.timestamps,
+                                     args.word_timestamps))
+    return failed
 
 
 def output_formats(output_format: str | None, output_dir: str | None) -> list[str]:

@@ -22,11 +22,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
+from tqdm import tqdm
 
-from asr.audio import MAX_SECONDS, AudioError, audio_duration, load_audio, prepare_array
+from asr.audio import AudioError, load_audio, prepare_array
 from asr.checkpoint import CONFIG, ModelDirError, load_model_dir, section
 from asr.decode_batch import decode_texts
 from asr.decoding import (
@@ -42,12 +42,18 @@ from asr.lm import load_lm
 from asr.model import SpeechTransformer
 from asr.onnx_backend import OnnxNetwork
 from asr.progress import progress
-from asr.stream import stream_array, stream_file
 from asr.tokenizer import Tokenizer
 from asr.untrusted import from_section
-from asr.vad import Utterance, VADConfig, split_utterances
+from asr.utterances import (
+    AudioInput,
+    by_length,
+    in_batches,
+    input_starts,
+    read_utterances,
+    speech_span,
+)
+from asr.vad import Utterance, VADConfig
 
-AudioInput = str | Path | np.ndarray | torch.Tensor
 DEFAULT_VAD = VADConfig()
 MAX_BATCH = 4096  # utterances decoded at once
 BACKENDS = ("torch", "onnx")
@@ -91,7 +97,7 @@ class Transcript:
 class Transcriber:
     """A model, its tokenizer, decoding options and a VAD, ready to turn audio into text.
 
-    `model` is the torch model or another `asr.decoding.Network` (its ONNX export, on the
+    `model` is the torch model or another `asr.network.Network` (its ONNX export, on the
     CPU). `vad=None` decodes every input whole, as one utterance (for pre-cut utterances, as
     in a test manifest); otherwise inputs are cut into utterances first.
     """
@@ -174,14 +180,12 @@ class Transcriber:
             raise ValueError("word timestamps need a model with a CTC head (model.ctc_weight > 0)")
         if show_progress:
             inputs = list(inputs)
-        starts = self._starts(inputs, sample_rate) if show_progress else None
-        with progress(total=starts[-1] if starts else None, desc="transcribing",
-                      disable=None if show_progress else True,
-                      bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of "
-                                 "audio [{elapsed}<{remaining}]") as bar:
+        starts = input_starts(inputs, sample_rate, self.sample_rate) if show_progress else None
+        utterances = read_utterances(inputs, sample_rate, self.sample_rate, self.vad)
+        with audio_progress(starts[-1] if starts else None, show_progress) as bar:
             index, segments = 0, []
-            for item, found in self._decode_stream(self._utterances(inputs, sample_rate),
-                                                   word_timestamps):
+            for item, found in in_batches(utterances, self.batch_size,
+                                          lambda waves: self._hypotheses(waves, word_timestamps)):
                 if isinstance(item, Utterance):
                     text = self.tokenizer.decode(found.tokens)
                     if text:
@@ -194,19 +198,6 @@ class Transcriber:
                     bar.update(starts[index] - bar.n)
                 yield item or Transcript(" ".join(s.text for s in segments), segments)
                 segments = []
-
-    def _starts(self, inputs: list[AudioInput], sample_rate: int | None) -> list[float]:
-        """Where each input begins in all of them, and (last) their total, in seconds (an
-        unreadable file counts as empty: transcribing it reports why)."""
-        starts = [0.0]
-        for audio in inputs:
-            try:
-                seconds = audio_duration(audio) if isinstance(audio, str | Path) \
-                    else len(audio) / (sample_rate or self.sample_rate)
-            except AudioError:
-                seconds = 0.0
-            starts.append(starts[-1] + seconds)
-        return starts
 
     def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
@@ -222,113 +213,26 @@ class Transcriber:
         MAX_SECONDS), whichever entry point it came through."""
         rate = self.sample_rate
         waves = [prepare_array(w, rate, rate, f"<input {i}>") for i, w in enumerate(waves)]
-        order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
-        results: list[tuple[str, float]] = [("", 0.0)] * len(waves)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
-            found = self._decode([waves[i] for i in chunk], scored)
-            for i, result in zip(chunk, found, strict=True):
-                results[i] = result
-        return results
-
-    def _utterances(self, inputs: Iterable[AudioInput], sample_rate: int | None,
-                    ) -> Iterator[Utterance | AudioError | None]:
-        """Every utterance of every input, in order; after each input's last one, None, or the
-        AudioError that cut it short."""
-        for audio in inputs:
-            try:
-                yield from self._input_utterances(audio, sample_rate)
-            except AudioError as err:
-                yield err
-            else:
-                yield None
-
-    def _input_utterances(self, audio: AudioInput, sample_rate: int | None,
-                          ) -> Iterator[Utterance]:
-        """One input's utterances; without a VAD the whole input, up to MAX_SECONDS."""
-        limit = MAX_SECONDS if self.vad is None else None
-        if isinstance(audio, str | Path):
-            blocks = stream_file(audio, self.sample_rate, max_seconds=limit)
-        else:
-            rate = self.sample_rate if sample_rate is None else sample_rate
-            blocks = stream_array(audio, rate, self.sample_rate, max_seconds=limit)
-        if self.vad is None:
-            wave = np.concatenate(list(blocks))
-            yield Utterance(0.0, round(len(wave) / self.sample_rate, 3), wave)
-        else:
-            yield from split_utterances(blocks, self.sample_rate, self.vad)
-
-    def _speech_span(self, utterance: Utterance) -> tuple[float, float]:
-        """Where the speech lies: the VAD keeps `pad_ms` of context on both sides of it for
-        the decoder, which the reported times leave out."""
-        if self.vad is None:
-            return utterance.start, utterance.end
-        pad = self.vad.pad_ms / 1000
-        middle = (utterance.start + utterance.end) / 2
-        return (round(min(utterance.start + pad, middle), 3),
-                round(max(utterance.end - pad, middle), 3))
+        return by_length(waves, self.batch_size, lambda chunk: self._decode(chunk, scored))
 
     def _segment(self, utterance: Utterance, found: Hypothesis, text: str,
                  word_timestamps: bool) -> Segment:
-        start, end = self._speech_span(utterance)
-        words = self._words(utterance, found, start, end) if word_timestamps else None
+        start, end = speech_span(utterance, self.vad)
+        words = None
+        if word_timestamps:
+            origin = utterance.start - self.options.lead_in_ms / 1000
+            words = timed_words(self.tokenizer, found, origin, self.network.frame_seconds,
+                                start, end)
         return Segment(start, end, text, found.avg_logprob, found.no_speech_prob,
                        found.confidence, words)
 
-    def _words(self, utterance: Utterance, found: Hypothesis, start: float,
-               end: float) -> list[Word]:
-        """The aligned words in seconds into the input, within the segment [start, end].
-
-        A word starts where the CTC head first emits it and lasts until the next word starts
-        (the last one until the segment ends): CTC emits a token on a frame or two, usually
-        early in its sound, then blanks, so the frames it aligns mark where words begin, not
-        where their sound stops. The aligned frames come in order, so the times do too.
-        """
-        origin = utterance.start - self.options.lead_in_ms / 1000
-        step = self.network.frame_seconds
-        timed = [(self.tokenizer.decode(w.ids), w) for w in found.words or []]
-        timed = [(text, w) for text, w in timed if text]
-        starts = [min(max(round(origin + w.start * step, 3), start), end) for _, w in timed]
-        ends = starts[1:] + [end]
-        return [Word(text, first, last, w.probability)
-                for (text, w), first, last in zip(timed, starts, ends, strict=True)]
-
-    def _decode_stream(self, items: Iterable[Utterance | AudioError | None], align: bool,
-                       ) -> Iterator[tuple[Utterance | AudioError | None, Hypothesis | None]]:
-        """Decode utterances `batch_size` at a time, as they come (bounded memory); every item
-        comes out in order, an utterance with its Hypothesis, an end of input with None."""
-        pending: list[Utterance | AudioError | None] = []
-        count = 0  # utterances in `pending`
-        for item in items:
-            if not isinstance(item, Utterance) and not count:
-                yield item, None  # nothing before it waits to be decoded
-                continue
-            pending.append(item)
-            count += isinstance(item, Utterance)
-            if count == self.batch_size:
-                yield from self._flush(pending, align)
-                pending, count = [], 0
-        yield from self._flush(pending, align)
-
-    def _flush(self, pending: list[Utterance | AudioError | None], align: bool,
-               ) -> Iterator[tuple[Utterance | AudioError | None, Hypothesis | None]]:
-        waves = [torch.from_numpy(p.samples) for p in pending if isinstance(p, Utterance)]
-        found = iter(self._hypotheses(waves, align) if waves else [])
-        for item in pending:
-            yield item, next(found) if isinstance(item, Utterance) else None
-
-    def _padded(self, waves: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """One batch on the model's device: padded waveforms and their lengths."""
-        lengths = torch.tensor([len(w) for w in waves], device=self.device)
-        return pad_sequence(waves, batch_first=True).to(self.device), lengths
-
     def _hypotheses(self, waves: list[torch.Tensor], align: bool) -> list[Hypothesis]:
         """One batch, decoded with scores (and word frames with `align`)."""
-        return decode_hypotheses(self.network, *self._padded(waves), self.options, self.pieces,
+        return decode_hypotheses(self.network, *padded(waves, self.device), self.options, self.pieces,
                                  self.lm, align)
 
     def _decode(self, waves: list[torch.Tensor], scored: bool) -> list[tuple[str, float]]:
-        wave, lengths = self._padded(waves)
+        wave, lengths = padded(waves, self.device)
         if not scored:
             texts = decode_texts(self.network, self.tokenizer, wave, lengths, self.options,
                                  self.lm)
@@ -336,3 +240,34 @@ class Transcriber:
         pieces = self.pieces if self.options.words is not None else None
         found, sure = decode_scored(self.network, wave, lengths, self.options, pieces, self.lm)
         return [(self.tokenizer.decode(ids), p) for ids, p in zip(found, sure, strict=True)]
+
+
+def timed_words(tokenizer: Tokenizer, found: Hypothesis, origin: float, frame_seconds: float,
+                start: float, end: float) -> list[Word]:
+    """The aligned words of `found` in seconds into the input (its frame 0 at `origin`),
+    within the segment [start, end].
+
+    A word starts where the CTC head first emits it and lasts until the next word starts
+    (the last one until the segment ends): CTC emits a token on a frame or two, usually
+    early in its sound, then blanks, so the frames it aligns mark where words begin, not
+    where their sound stops. The aligned frames come in order, so the times do too.
+    """
+    timed = [(tokenizer.decode(w.ids), w) for w in found.words or []]
+    timed = [(text, w) for text, w in timed if text]
+    starts = [min(max(round(origin + w.start * frame_seconds, 3), start), end) for _, w in timed]
+    ends = starts[1:] + [end]
+    return [Word(text, first, last, w.probability)
+            for (text, w), first, last in zip(timed, starts, ends, strict=True)]
+
+
+def padded(waves: list[torch.Tensor], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch on `device`: padded waveforms and their lengths."""
+    lengths = torch.tensor([len(w) for w in waves], device=device)
+    return pad_sequence(waves, batch_first=True).to(device), lengths
+
+
+def audio_progress(total: float | None, show: bool) -> tqdm:
+    """A progress bar of the seconds of audio transcribed (with `show`, on a terminal)."""
+    return progress(total=total, desc="transcribing", disable=None if show else True,
+                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of "
+                               "audio [{elapsed}<{remaining}]")

@@ -8,14 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from asr.checkpoint import load_model_dir
-from asr.decoding import (
-    CTCPrefixScorer,
-    DecodingOptions,
-    RepetitionLimit,
-    WordList,
-    ctc_greedy,
-    decode,
-)
+from asr.ctc_prefix import CTCPrefixScorer
+from asr.decoding import DecodingOptions, ctc_greedy, decode
+from asr.logit_filters import RepetitionLimit, WordList
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from asr.transcriber import Transcriber
 from test_model import make_model, waves
@@ -84,7 +79,7 @@ def test_cache_gives_the_same_hypotheses_on_a_trained_model(overfit_model):
 def test_cached_decoder_logits_match_the_full_pass(pos):
     """With every position encoding: the cache places new tokens at their true offset."""
     model = make_model(pos=pos)
-    from asr.model import DecoderCache
+    from asr.kv_cache import DecoderCache
     memory, lengths = model.encode(*waves(0.5, 0.8))
     tokens = torch.tensor([[BOS_ID, 10, 11, 12, 13], [BOS_ID, 7, 7, 30, 4]])
     full = model.decoder(tokens, memory, lengths)

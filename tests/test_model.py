@@ -4,9 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from asr.attention import Rotary
+from asr.attention import MultiHeadAttention
 from asr.features import FeatureConfig
-from asr.model import ModelDimensions, MultiHeadAttention, SpeechTransformer
+from asr.model import ModelDimensions, SpeechTransformer
+from asr.positions import Rotary
 from asr.tokenizer import BOS_ID
 
 
@@ -95,10 +96,9 @@ def test_batch_of_empty_transcripts_trains():
 @pytest.mark.parametrize("pos", [None, "rope"])
 @pytest.mark.parametrize("queries, keys", [(7, 7), (5, 12), (20, 70), (90, 90)])
 def test_attention_equals_the_textbook_formula(pos, queries, keys):
-    """The fused projections (one GEMM for q, k, v) and the written-out short-sequence path
-    compute softmax(q k^T / sqrt(d)) v with separately projected q, k, v, as SDPA does;
-    gradients too. Self-attention (queries == keys) takes the fused path; 70 and 90 keys take
-    SDPA's kernel, 7 and 12 the short path."""
+    """Attention computes softmax(q k^T / sqrt(d)) v of the projected (and, for RoPE, rotated)
+    q, k, v, gradients too, for self-attention (queries == keys) and attention to another
+    sequence, with short and long key sequences and padded keys."""
     torch.manual_seed(0)
     attn = MultiHeadAttention(32, 4, pos)
     x = torch.randn(3, max(queries, keys), 32, requires_grad=True)

@@ -11,9 +11,11 @@ import pytest
 import torch
 from torch import nn
 
+from asr.attention import MultiHeadAttention
 from asr.audio import load_audio
 from asr.features import FeatureConfig
-from asr.model import ModelDimensions, MultiHeadAttention, SpeechTransformer, guided_attention_loss
+from asr.guided_attention import guided_attention_loss
+from asr.model import ModelDimensions, SpeechTransformer
 from asr.tokenizer import BOS_ID, Tokenizer
 from conftest import ROOT, small_real_set, train_config, write_manifest
 

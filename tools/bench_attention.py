@@ -29,7 +29,7 @@ def measure(length: int, attention: str, window: int, pos: str | None, device: s
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from asr.model import MultiHeadAttention
+    from asr.attention import MultiHeadAttention
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
