@@ -68,6 +68,7 @@ from asr.checkpoint import (
     save_model_dir,
     save_torch,
 )
+from asr.config import register_configs
 from asr.curves import CSV_FILE, LOGGERS, TENSORBOARD_DIR, Curves
 from asr.data import DurationBatchSampler, ManifestError, SpeechDataset, collate, read_manifest
 from asr.decoding import DecodingOptions
@@ -718,6 +719,7 @@ def config_choices() -> str:
 
 def cli() -> None:
     """`python -m asr.train`: Hydra's own error for a bad override, plus the valid choices."""
+    register_configs()  # the schemas conf/*/*.yaml start from
     try:
         main()
     except SystemExit as stop:
