@@ -115,7 +115,7 @@ class TrainerConfig:
     """The training loop, device, checkpoints and logs (asr/train.py)."""
 
     out_dir: str = "exp/voice_commands"  # the model directory
-    max_epochs: int = 13
+    max_epochs: int = 13  # the main job's (recipes/voice_commands): it fits 20 min on 2 CPU cores
     max_steps: int | None = None  # stop earlier after this many optimiser steps
     grad_clip: float = 5.0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
