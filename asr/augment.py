@@ -46,7 +46,7 @@ TELEPHONE_RATE = 8000  # the rate a telephone line carries
 @dataclass
 class SpeedConfig:
     enabled: bool = False
-    factors: Sequence[float] = (0.9, 1.0, 1.1)  # > 1 is faster (shorter)
+    factors: list[float] = field(default_factory=lambda: [0.9, 1.0, 1.1])  # > 1 is faster (shorter)
 
 
 @dataclass
@@ -54,7 +54,7 @@ class NoiseConfig:
     enabled: bool = False
     manifest: str | None = None  # JSON lines of noise recordings (their text is ignored)
     prob: float = 0.5  # share of utterances that get noise
-    snr_db: Sequence[float] = (0.0, 20.0)  # SNR drawn uniformly from [low, high]
+    snr_db: list[float] = field(default_factory=lambda: [0.0, 20.0])  # SNR drawn uniformly from [low, high]
 
 
 @dataclass
@@ -67,7 +67,7 @@ class NarrowbandConfig:
 @dataclass
 class GainConfig:
     enabled: bool = False
-    db: Sequence[float] = (-10.0, 6.0)  # gain drawn uniformly from [low, high] dB
+    db: list[float] = field(default_factory=lambda: [-10.0, 6.0])  # gain drawn uniformly from [low, high] dB
 
 
 @dataclass
@@ -82,8 +82,8 @@ class BabbleConfig:
     enabled: bool = False
     manifest: str | None = None  # JSON lines of speech (e.g. the training manifest); text ignored
     prob: float = 0.3  # share of utterances with other people talking behind them
-    speakers: Sequence[int] = (3, 6)  # clips summed, drawn uniformly from [low, high]
-    snr_db: Sequence[float] = (5.0, 20.0)  # SNR drawn uniformly from [low, high]
+    speakers: list[int] = field(default_factory=lambda: [3, 6])  # clips summed: uniform in [low, high]
+    snr_db: list[float] = field(default_factory=lambda: [5.0, 20.0])  # SNR drawn uniformly from [low, high]
     pool: int = 300  # clips drawn at random from the manifest, loaded once (per worker)
 
 
@@ -91,7 +91,8 @@ class BabbleConfig:
 class TelephoneConfig:
     enabled: bool = False
     prob: float = 0.3  # share of utterances passed through a telephone line
-    codecs: Sequence[str] = ("ULAW", "ALAW", "GSM610")  # libsndfile subtypes, one drawn each time
+    # libsndfile subtypes, one drawn each time
+    codecs: list[str] = field(default_factory=lambda: ["ULAW", "ALAW", "GSM610"])
     low_hz: float = 300.0  # the telephone band: low_hz .. high_hz at 8 kHz
     high_hz: float = 3400.0
 

@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 
 from asr import CONF_DIR
 from asr.audio import AudioError
+from asr.config import register_configs
 from asr.data import ManifestError
 from asr.training.options import TrainingError
 from asr.training.report import log
@@ -63,6 +64,7 @@ def config_choices() -> str:
 
 def cli() -> None:
     """`python -m asr.train`: Hydra's own error for a bad override, plus the valid choices."""
+    register_configs()  # the schemas conf/*/*.yaml start from
     try:
         main()
     except SystemExit as stop:

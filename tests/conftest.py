@@ -8,6 +8,7 @@ import soundfile as sf
 from hydra import compose, initialize_config_dir
 
 from asr import CONF_DIR
+from asr.config import register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -52,6 +53,7 @@ def noise_clips(start: int, count: int) -> list[Path]:
 
 def train_config(tmp: Path, manifest: Path, *overrides: str):
     """The real training config (conf/train.yaml) with test overrides."""
+    register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("train", overrides=[
             f"data.train_manifest={manifest}", f"data.dev_manifest={manifest}",

@@ -28,7 +28,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("override,hydra_says", [
     ("modle=small", ["Could not override 'modle'.", "Key 'modle' is not in struct"]),
     ("model=huge", ["In 'train': Could not find 'model/huge'", "Available options in 'model':"]),
-    ("optim.lrr=1", ["Could not override 'optim.lrr'.", "Key 'lrr' is not in struct"]),
+    ("optim.lrr=1", ["Could not override 'optim.lrr'.", "Key 'lrr' not in 'AdamConfig'"]),
 ])
 def test_hydra_misuse_gets_hydras_error_and_the_valid_choices(tmp_path, override, hydra_says):
     result = run("asr.train", override, f"trainer.out_dir={tmp_path}")

@@ -22,6 +22,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from asr.checkpoint import ModelDirError, build_model, save_model_dir
+from asr.config import register_configs
 from asr.export import export_onnx
 from asr.tokenizer import Tokenizer
 from asr.transcriber import Transcriber
@@ -109,6 +110,7 @@ def test_int8_export_still_knows_what_it_learnt(overfit_model, exported):
 
 def random_model(directory: Path, *overrides: str) -> Path:
     """An untrained model directory of the given architecture (conf/model/tiny.yaml based)."""
+    register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=["model=tiny", *overrides])
     tokenizer = Tokenizer.train(["turn on the kitchen lights", "what time is it please"] * 20,

@@ -26,6 +26,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from asr import CONF_DIR
 from asr.audio import load_audio
+from asr.config import register_configs
 from asr.data import DurationBatchSampler
 from asr.features import FeatureConfig, FrontEnd, padding_mask
 from asr.model import ModelDimensions, SpeechTransformer, sinusoids
@@ -49,6 +50,7 @@ Batch = dict[str, Tensor]
 
 def default_config(overrides: list[str]) -> tuple[ModelDimensions, FeatureConfig, dict]:
     """The default training config (conf/train.yaml) with Hydra-style overrides."""
+    register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     model = OmegaConf.to_container(cfg.model, resolve=True)

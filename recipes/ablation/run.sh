@@ -16,10 +16,8 @@ PY=${PYTHON:-.venv/bin/python}
 export OMP_NUM_THREADS=1
 
 "$PY" -m recipes.ablation.subset "$DATA/dev.jsonl" "$OUT/dev_subset.jsonl" --count 100
-"$PY" -m asr.train -m --config-dir recipes/ablation/conf \
+"$PY" -m asr.train -m --config-dir recipes/ablation/conf experiment=ablation \
     scheduler=warmup100,none model.norm=pre,post,tfixup model.pos=sinusoidal,rope \
-    model=small seed=0 optim.lr=2e-3 data.batch_size=8 data.root="$DATA" data.dev_manifest="$OUT/dev_subset.jsonl" \
-    trainer.max_steps=300 trainer.log_every=10 trainer.num_threads=1 trainer.progress=false \
-    trainer.overwrite=true "trainer.out_dir=$OUT/runs/\${hydra:job.num}" \
+    data.root="$DATA" data.dev_manifest="$OUT/dev_subset.jsonl" "trainer.out_dir=$OUT/runs/\${hydra:job.num}" \
     "hydra.sweep.dir=$OUT/hydra" "$@"
 "$PY" -m recipes.ablation.report "$OUT"

@@ -10,9 +10,10 @@
 # The model directory carries its grammar (grammar.yaml), so `asr-demo model_dir=DIR` and
 # `python -m asr.assistant.intents --model DIR` know its intents. Running it again continues the run
 # (trainer.resume=true) instead of starting over.
-# REAL_ROOT=none: synthetic voices only, into data/ and exp/voice_commands_synthetic: a start
-# for fine-tuning on real recordings (recipes/speech_commands, recipes/fsdd: INIT=...), with the
-# conv2d front end (on real voices it beat frame stacking, see those READMEs).
+# The settings are conf/experiment/voice_commands.yaml. REAL_ROOT=none: synthetic voices only,
+# into data/ and exp/voice_commands_synthetic, with conf/experiment/voice_commands_synthetic.yaml
+# (the conv2d front end): a start for fine-tuning on real recordings (recipes/speech_commands,
+# recipes/fsdd: INIT=...).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
@@ -27,17 +28,17 @@ done
 grammar=${GRAMMAR:-$grammar}
 bash tools/setup.sh
 py=.venv/bin/python
-name=voice_commands
+name=voice_commands experiment=voice_commands
 [ "$grammar" = recipes/voice_commands/commands.yaml ] || name=$(basename "${grammar%.*}")
 if [ "${REAL_ROOT:-}" = none ]; then
-  name=${name}_synthetic overrides=(model.subsampling=conv2d "${overrides[@]}")
+  name=${name}_synthetic experiment=voice_commands_synthetic
 fi
 data=data/$name
 model=exp/$name
 
 $py -m recipes.voice_commands.prepare --grammar "$grammar" --out "$data" \
   ${REAL_ROOT:+--real-root "$REAL_ROOT"}
-$py -m asr.train experiment=voice_commands data.root="$data" trainer.out_dir="$model" \
+$py -m asr.train experiment=$experiment data.root="$data" trainer.out_dir="$model" \
   trainer.resume=true "${overrides[@]}"
 cp "$data/grammar.yaml" "$model/grammar.yaml"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \

@@ -14,12 +14,8 @@ $py -m recipes.wuw.prepare ${ROOT:+--root "$ROOT"} --out "$data"
 if [ "${ROOMS:-0}" = 1 ] && [ ! -f data/rirs/rirs.jsonl ]; then
   $py -m asr.rooms --out data/rirs --count 200
 fi
-# The defaults are cathy's (a small corpus of sentences), not tuned here.
-$py -m asr.train data=wuw data.root="$data" trainer.out_dir="$model" model=small \
-  model.subsampling=conv2d model.dropout=0.1 model.ctc_weight=0.5 optim.lr=2e-3 \
-  tokenizer.vocab_size=128 features=fbank_specaugment scheduler=cosine scheduler.warmup_steps=300 \
-  scheduler.final=0.02 data.augment.speed.enabled=true trainer.max_epochs=60 \
-  trainer.keep_checkpoints=10 trainer.average_checkpoints=10 "$@"
+# conf/experiment/wuw.yaml: cathy's settings (a small corpus of sentences), not tuned here.
+$py -m asr.train experiment=wuw data.root="$data" trainer.out_dir="$model" "$@"
 # (a) transcription of the free sentences; (b) the wake word in them, with its time
 $py -m asr.evaluate --model "$model/averaged" --manifest "$data/test_sentences.jsonl" \
   --json "$model/test_results.json"

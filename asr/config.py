@@ -1,0 +1,163 @@
+"""The training config's schema: a dataclass per config group, registered with Hydra.
+
+Every setting has one default, in a dataclass: the ones the library reads (`ModelDimensions`,
+`FeatureConfig`, `DecodingOptions`, `AugmentConfig`) and the ones here, for the sections that
+training reads from the config itself (data, tokenizer, trainer, optimiser, schedule). Each
+`conf/<group>/*.yaml` starts from its group's schema (`defaults: [base_<group>, _self_]`) and
+states only what differs, and an experiment (`conf/experiment/<name>.yaml`) states only what
+differs from the defaults list of conf/train.yaml, which picks the best model's settings. A
+misspelt key or a value of the wrong type, in a yaml file or an override, fails when Hydra
+composes the config.
+
+The library dataclasses' defaults are also what a model directory's config.yaml falls back on
+for a setting newer than it (asr/checkpoint.py), so the best model's sizes live in
+conf/model/small.yaml rather than in `ModelDimensions`' defaults.
+
+`register_configs()` stores the schemas; call it before composing conf/train.yaml
+(`python -m asr.train` does).
+"""
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from asr.augment import AugmentConfig, BabbleConfig, NoiseConfig, ReverbConfig
+from asr.decoding import DecodingOptions
+from asr.features import FeatureConfig
+from asr.model import ModelDimensions
+
+
+def recorded_sources() -> AugmentConfig:
+    """Every part off; the parts that mix in recordings read them where the recipes put them:
+    Speech Commands' `_silence_` clips, the rooms of `python -m asr.rooms --out data/rirs`,
+    and the training speech itself for babble."""
+    return AugmentConfig(noise=NoiseConfig(manifest="data/speech_commands/noise.jsonl",
+                                           snr_db=[5.0, 25.0]),
+                         reverb=ReverbConfig(manifest="data/rirs/rirs.jsonl"),
+                         babble=BabbleConfig(manifest="${data.train_manifest}"))
+
+
+@dataclass
+class DataConfig:
+    """Manifests and batching (asr/data.py); `conf/data/*.yaml` name a prepared corpus."""
+
+    root: str = MISSING  # the prepared corpus: python -m recipes.<name>.prepare --out ROOT
+    train_manifest: str = "${.root}/train.jsonl"
+    dev_manifest: str = "${.root}/dev.jsonl"
+    test_manifest: str = "${.root}/test.jsonl"
+    train_shards: str | None = None  # a shard set (tools/write_shards.py) to read training audio from
+    batch_size: int = 16  # utterances per batch at most
+    max_duration: float | None = None  # padded seconds of audio per batch at most (None: no cap)
+    sortagrad: bool = False  # first epoch in increasing length (short utterances first)
+    num_workers: int = 0  # DataLoader worker processes
+    on_error: str = "raise"  # bad manifest lines and audio files: raise | skip
+    augment: AugmentConfig = field(default_factory=recorded_sources)  # training only
+
+
+@dataclass
+class TokenizerConfig:
+    """sentencepiece trained on the training transcripts (asr/tokenizer.py)."""
+
+    vocab_size: int = 128
+    model_type: str = "bpe"  # sentencepiece's: bpe | unigram | char | word
+
+
+@dataclass
+class OptimConfig:
+    """A torch.optim optimiser of the Adam family (`_target_`) and its keywords."""
+
+    _target_: str = MISSING
+    lr: float = 2.5e-3  # peak learning rate (schedules multiply it)
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+
+
+@dataclass
+class AdamConfig(OptimConfig):
+    """Adam and AdamW, which can run as one fused kernel."""
+
+    fused: bool = True  # one kernel for all parameters: 2.3x faster steps on CPU too
+
+
+@dataclass
+class SchedulerConfig:
+    """A schedule of asr/scheduler.py (`_target_`) that needs nothing but the optimiser."""
+
+    _target_: str = MISSING
+
+
+@dataclass
+class WarmupConfig(SchedulerConfig):
+    warmup_steps: int = 500
+
+
+@dataclass
+class NoamConfig(WarmupConfig):
+    d_model: int = MISSING  # conf/scheduler/noam.yaml: the model's
+    scale: float | None = None  # None: the peak (at warmup_steps) is optim.lr
+
+
+@dataclass
+class CosineConfig(WarmupConfig):
+    total_steps: int | None = None  # None: filled in by training (max_steps or all epochs')
+    final: float = 0.0  # the end of the cosine, times optim.lr
+
+
+@dataclass
+class ExponentialConfig(SchedulerConfig):
+    tau: float = 400.0  # 1 - exp(-t / tau); tau = warmup / 2 matches a linear warmup
+
+
+@dataclass
+class TrainerConfig:
+    """The training loop, device, checkpoints and logs (asr/train.py)."""
+
+    out_dir: str = "exp/voice_commands"  # the model directory
+    max_epochs: int = 13  # the main job's (recipes/voice_commands): it fits 20 min on 2 CPU cores
+    max_steps: int | None = None  # stop earlier after this many optimiser steps
+    grad_clip: float = 5.0
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    precision: str = "bf16"  # autocast on CUDA: bf16 | fp16 (with a GradScaler) | fp32; CPU is fp32
+    num_threads: int | None = None  # torch CPU threads (None: torch's default)
+    resume: bool = False  # continue from out_dir/checkpoint.pt
+    overwrite: bool = False  # start over in an out_dir that holds a run or a model (deletes it)
+    init_from: str | None = None  # fine-tune: a model directory whose weights, CMVN and tokenizer start
+    cmvn_utterances: int = 1000  # training utterances used for the CMVN statistics
+    progress: bool = True  # progress bars on a terminal (epoch, CMVN, dev decoding)
+    logger: str = "csv"  # curves beside the model: csv (OUT/curves.csv) | tensorboard | none
+    save_every_steps: int | None = None  # also save the training state every N steps
+    save_every_minutes: float | None = 5.0  # and every N minutes (None: only after each epoch)
+    max_bad_steps: int = 100  # stop when this many steps in a row had non-finite loss/gradients
+    log_every: int = 25  # steps per point of the training-loss curve
+    accumulate_grad_batches: int = 1  # micro-batches per optimiser step (loss scaled 1/n)
+    distributed: bool = False  # DDP under torchrun (conf/trainer/ddp.yaml)
+    backend: str = "auto"  # process group: auto (nccl on CUDA, gloo on CPU) | nccl | gloo
+    tf32: bool = True  # TF32 matmuls and convolutions on CUDA (Ampere and later)
+    compile: bool = False  # torch.compile the training forward (slow to start)
+    keep_checkpoints: int = 0  # keep the weights of the last N and best N epochs in out_dir/epochs
+    average_checkpoints: int = 0  # at the end, average N epochs' weights into out_dir/averaged
+    average_by: str = "last"  # which N epochs: last | best (by dev WER, then dev loss)
+
+
+SCHEMAS = {  # group -> {name in the group's defaults lists: schema}
+    "data": {"base_data": DataConfig},
+    "features": {"base_features": FeatureConfig},
+    "model": {"base_model": ModelDimensions},
+    "tokenizer": {"base_tokenizer": TokenizerConfig},
+    "optim": {"base_optim": OptimConfig, "base_adam": AdamConfig},
+    "scheduler": {"base_scheduler": SchedulerConfig, "base_warmup": WarmupConfig,
+                  "base_noam": NoamConfig, "base_cosine": CosineConfig,
+                  "base_exponential": ExponentialConfig},
+    "trainer": {"base_trainer": TrainerConfig},
+    "decode": {"base_decode": DecodingOptions},
+}
+
+
+def register_configs() -> None:
+    """Store every schema in Hydra's ConfigStore, where the yaml files' defaults lists find it."""
+    store = ConfigStore.instance()
+    for group, schemas in SCHEMAS.items():
+        for name, schema in schemas.items():
+            store.store(group=group, name=name, node=schema)
