@@ -1,0 +1,37 @@
+"""Size limits (tools/check_sizes.py): the checker flags what is over, and the tree is within."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("check_sizes", ROOT / "tools" / "check_sizes.py")
+check_sizes = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check_sizes)
+
+
+def _function(lines: int, doc: str = "Short.") -> str:
+    body = "\n".join("    x = 1" for _ in range(lines - 2))
+    return f'def f():\n    """{doc}"""\n{body}\n'
+
+
+def test_a_long_function_is_flagged_unless_its_docstring_says_why(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(_function(50))
+    assert check_sizes.oversized(path) == []
+    path.write_text(_function(51))
+    assert check_sizes.oversized(path) == [f"{path}:1: function f (51 lines > 50)"]
+    path.write_text(_function(52, "Long.\n\n    Size: one table, read top to bottom."))
+    assert check_sizes.oversized(path) == []
+
+
+def test_a_long_module_is_flagged(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("x = 1\n" * 401)
+    assert check_sizes.oversized(path) == [f"{path}:1: module (401 lines > 400)"]
+
+
+def test_every_module_class_and_function_is_within_its_limit():
+    found = [line for folder in ("asr", "recipes", "tools")
+             for path in sorted((ROOT / folder).rglob("*.py"))
+             for line in check_sizes.oversized(path)]
+    assert found == []
