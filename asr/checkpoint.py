@@ -114,7 +114,7 @@ def load_torch(path: Path, device: str | torch.device = "cpu", max_bytes: int = 
     except FileNotFoundError:
         raise ModelDirError(f"{path}: not found") from None
     except (OSError, ValueError) as err:
-        raise ModelDirError(f"{path}: cannot load ({_first_line(err)})") from None
+        raise ModelDirError(f"{path}: cannot load ({first_line(err)})") from None
     if not stat.S_ISREG(info.st_mode):
         raise ModelDirError(f"{path}: not a regular file; refused")
     if info.st_size > max_bytes:
@@ -131,7 +131,7 @@ def load_torch(path: Path, device: str | torch.device = "cpu", max_bytes: int = 
                                 "loaded") from None
         raise ModelDirError(f"{path}: refused: not a file of tensors") from None
     except Exception as err:  # torch raises RuntimeError, EOFError, ... for corrupt files
-        raise ModelDirError(f"{path}: cannot load ({_first_line(err)})") from None
+        raise ModelDirError(f"{path}: cannot load ({first_line(err)})") from None
 
 
 def load_state_dict(path: Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
@@ -182,7 +182,7 @@ def model_settings(config: DictConfig, source: str | Path) -> tuple[ModelDimensi
         return (from_section(ModelDimensions, section(config, "model"), "model"),
                 from_section(FeatureConfig, section(config, "features"), "features"))
     except (TypeError, ValueError) as err:
-        raise ModelDirError(f"{source}: {_first_line(err)}") from None
+        raise ModelDirError(f"{source}: {first_line(err)}") from None
 
 
 def section(config: DictConfig, name: str) -> object:
@@ -259,7 +259,7 @@ def load_model_dir(directory: str | Path, device: str | torch.device = "cpu",
         with torch.device("meta"):  # the network's shapes, without allocating it
             network = SpeechTransformer(dims, features, frontend)
     except (RuntimeError, ValueError) as err:
-        raise ModelDirError(f"{directory / CONFIG}: {_first_line(err)}") from None
+        raise ModelDirError(f"{directory / CONFIG}: {first_line(err)}") from None
     check_shapes(state, network, directory / WEIGHTS)
     model = SpeechTransformer(dims, features, frontend)
     model.load_state_dict(state)
@@ -273,7 +273,7 @@ def load_tokenizer(path: Path, n_vocab: int | None = None) -> Tokenizer:
     except UntrustedInputError as err:
         raise ModelDirError(str(err)) from None
     except (RuntimeError, OSError, TypeError) as err:
-        raise ModelDirError(f"{path}: not a sentencepiece model ({_first_line(err)})") from None
+        raise ModelDirError(f"{path}: not a sentencepiece model ({first_line(err)})") from None
     if tokenizer.vocab_size == 0:  # what sentencepiece makes of empty (or no protobuf) bytes
         raise ModelDirError(f"{path}: not a sentencepiece model (no pieces)")
     sp = tokenizer.sp
@@ -296,7 +296,7 @@ def load_config(path: Path) -> DictConfig:
     try:
         config = OmegaConf.create(text)
     except Exception as err:  # yaml's errors (e.g. a !!python tag), OmegaConf's own
-        raise ModelDirError(f"{path}: not a plain YAML config ({_first_line(err)})") from None
+        raise ModelDirError(f"{path}: not a plain YAML config ({first_line(err)})") from None
     if not isinstance(config, DictConfig):
         raise ModelDirError(f"{path}: not a plain YAML config (expected a mapping)")
     check_targets(config, path)
@@ -311,6 +311,7 @@ def save_metrics(directory: Path, metrics: dict) -> None:
     save_text(json.dumps(metrics, indent=2) + "\n", directory / METRICS)
 
 
-def _first_line(err: Exception) -> str:
+def first_line(err: Exception) -> str:
+    """An error's message on one line (its first), or its type's name when it has none."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__

@@ -6,9 +6,10 @@ texts of a batch; the search itself is `asr.decoding.decode`.
 
 import torch
 
-from asr.decoding import DecodingOptions, Network, decode
+from asr.decoding import DecodingOptions, decode
 from asr.lm import TokenLM
 from asr.model import SpeechTransformer
+from asr.network import Network
 from asr.tokenizer import Tokenizer
 
 

@@ -42,6 +42,7 @@ from asr.onnx_backend import (
     ENCODER_INPUTS,
     ENCODER_OUTPUTS,
     OnnxNetwork,
+    cross_kv_layout,
 )
 
 OPSET = 17
@@ -115,7 +116,7 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
     # Traced with two hypotheses per utterance and two new tokens: the paths that serve any
     # number of each (one token, greedy search) are then the ones recorded.
     with torch.no_grad():
-        cross = _attention_layout(model, encoder(wave, lengths)[0])
+        cross = cross_kv_layout(encoder(wave, lengths)[0], model.dims)
     dims = model.dims
     past = torch.randn(2 * dims.n_decoder_layers, 4, dims.n_head, 3, dims.d_model // dims.n_head)
     tokens = torch.randint(4, dims.n_vocab, (4, 2))
@@ -126,16 +127,15 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
                 "memory_lengths": {0: "batch"}, "past_kv": {1: "previous", 3: "past"},
                 "rows": {0: "hyps"}, "logits": {0: "hyps", 1: "new"},
                 "present_kv": {1: "hyps", 3: "length"}})
-    for name in (CONFIG, TOKENIZER):
-        data = (model_dir / name).read_bytes()
-        atomic_write(out / name, lambda f, data=data: f.write(data))
+    copy_settings(model_dir, out)
     return check(model, out)
 
 
-def _attention_layout(model: SpeechTransformer, cross_kv: Tensor) -> Tensor:
-    dims = model.dims
-    return cross_kv.unflatten(-1, (2 * dims.n_decoder_layers, dims.n_head, -1)).permute(
-        2, 0, 3, 1, 4).contiguous()
+def copy_settings(source: Path, out: Path) -> None:
+    """The config and tokenizer files beside the graphs, as the model directory has them."""
+    for name in (CONFIG, TOKENIZER):
+        data = (source / name).read_bytes()
+        atomic_write(out / name, lambda f, data=data: f.write(data))
 
 
 def _export(module: nn.Module, args: tuple, path: Path, inputs: tuple, outputs: tuple,
@@ -202,9 +202,7 @@ def quantize_int8(source: Path, out: Path) -> None:
                              per_channel=True, nodes_to_quantize=chosen)
             data = target.read_bytes()
         atomic_write(out / name, lambda f, data=data: f.write(data))
-    for name in (CONFIG, TOKENIZER):
-        data = (source / name).read_bytes()
-        atomic_write(out / name, lambda f, data=data: f.write(data))
+    copy_settings(source, out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,8 @@ from asr.kv_cache import DecoderCache, KVCache
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from asr.untrusted import check_fields, check_ranges
 
+CONV2D_MIN_FRAMES = 7  # the conv2d front end's two stride-2 3x3 convolutions need this many frames
+
 
 @dataclass
 class ModelDimensions:
@@ -68,8 +70,8 @@ class ModelDimensions:
         if self.d_model % self.n_head:
             raise ValueError(f"model.n_head ({self.n_head}) must divide model.d_model "
                              f"({self.d_model})")
-        if self.subsampling == "conv2d" and self.n_input < 7:
-            raise ValueError(f"model.n_input must be >= 7 for conv2d subsampling, got "
+        if self.subsampling == "conv2d" and self.n_input < CONV2D_MIN_FRAMES:
+            raise ValueError(f"model.n_input must be >= {CONV2D_MIN_FRAMES} for conv2d subsampling, got "
                              f"{self.n_input}")
         for name, choices in (("subsampling", ("stack", "conv2d", "none")),
                               ("norm", ("pre", "post", "tfixup")),
@@ -183,8 +185,8 @@ class AudioEncoder(nn.Module):
         return x, (lengths + s - 1) // s
 
     def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        if self.conv is not None and feats.shape[1] < 7:
-            feats = F.pad(feats, (0, 0, 0, 7 - feats.shape[1]))
+        if self.conv is not None and feats.shape[1] < CONV2D_MIN_FRAMES:
+            feats = F.pad(feats, (0, 0, 0, CONV2D_MIN_FRAMES - feats.shape[1]))
         x, lengths = self.subsample(feats, lengths)
         x = self.embed(x) * self.scale  # as token embeddings are scaled, so the position
         if self.dims.absolute_pos:  # code does not dominate

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from asr.checkpoint import CONFIG, TOKENIZER, ModelDirError, load_config, load_tokenizer, model_settings
 from asr.features import FeatureConfig
-from asr.model import ModelDimensions, frame_seconds
+from asr.model import CONV2D_MIN_FRAMES, ModelDimensions, frame_seconds
 from asr.network import Inference, Network
 from asr.tokenizer import Tokenizer
 
@@ -39,8 +39,14 @@ ENCODER_INPUTS = ("wave", "lengths")
 ENCODER_OUTPUTS = ("cross_kv", "frames", "ctc_logits")
 DECODER_INPUTS = ("tokens", "cross_kv", "memory_lengths", "past_kv", "rows")
 DECODER_OUTPUTS = ("logits", "present_kv")
-CONV2D_MIN_FRAMES = 7  # asr.model.AudioEncoder pads shorter inputs of its convolution to this
 
+
+
+def cross_kv_layout(kv: Tensor, dims: ModelDimensions) -> Tensor:
+    """The encoder graph's cross_kv (batch, frames, keys and values of every layer and head)
+    as the decoder graph takes it: (2 * layers, batch, heads, frames, head_dim)."""
+    return kv.unflatten(-1, (2 * dims.n_decoder_layers, dims.n_head, -1)).permute(
+        2, 0, 3, 1, 4).contiguous()
 
 class OnnxNetwork(Network):
     """encoder.onnx and decoder.onnx in onnxruntime sessions, on the CPU.
@@ -114,9 +120,7 @@ class OnnxNetwork(Network):
 
     def cross_kv(self, memory: Tensor) -> Tensor:
         """The decoder graph's cross_kv (2 * layers, batch, heads, frames, head_dim) of a memory."""
-        dims = self.dims
-        return memory[..., :self.kv_width].unflatten(
-            -1, (2 * dims.n_decoder_layers, dims.n_head, -1)).permute(2, 0, 3, 1, 4).contiguous()
+        return cross_kv_layout(memory[..., :self.kv_width], self.dims)
 
     def empty_cache(self, hyps: int) -> Tensor:
         dims = self.dims
@@ -144,7 +148,7 @@ class OnnxNetwork(Network):
 class OnnxInference(Inference):
     """Next-token log-probabilities from decoder.onnx. Cached, each step feeds the new tokens
     and the cache the last step returned; the hypotheses that survive a step are picked from
-    it inside the next step (`rows`), as `asr.model.KVCache` reorders lazily. Uncached, each
+    it inside the next step (`rows`), as `asr.kv_cache.KVCache` reorders lazily. Uncached, each
     step feeds the whole prefix to an empty cache (the reference the cache must match)."""
 
     def __init__(self, network: OnnxNetwork, memory: Tensor, memory_lengths: Tensor,

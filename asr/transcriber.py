@@ -32,14 +32,13 @@ from asr.decode_batch import decode_texts
 from asr.decoding import (
     DecodingOptions,
     Hypothesis,
-    Network,
-    as_network,
     decode_hypotheses,
     decode_scored,
 )
 from asr.device import pick_device
 from asr.lm import load_lm
 from asr.model import SpeechTransformer
+from asr.network import Network, as_network
 from asr.onnx_backend import OnnxNetwork
 from asr.progress import progress
 from asr.tokenizer import Tokenizer

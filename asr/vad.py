@@ -97,7 +97,7 @@ class Endpointer:
         """The utterance in progress as `flush` would close it now, without closing it."""
         if self._frames_in is None:
             return None
-        keep = len(self._frames_in) - self._silence + min(self._silence, self._pad)
+        keep = self._kept()
         return self._utterance(self._frames_in[:keep], self._start)
 
     def feed(self, samples: np.ndarray) -> list[Utterance]:
@@ -115,7 +115,12 @@ class Endpointer:
         """End of stream: close the utterance in progress, if it holds enough speech."""
         if self._frames_in is None:
             return []
-        return self._close(len(self._frames_in) - self._silence + min(self._silence, self._pad))
+        return self._close(self._kept())
+
+    def _kept(self) -> int:
+        """Frames of the open utterance to keep: its speech and at most `pad` of the silence
+        after it."""
+        return len(self._frames_in) - self._silence + min(self._silence, self._pad)
 
     def _step(self, frame: np.ndarray) -> list[Utterance]:
         pcm = (np.clip(frame, -1.0, 1.0) * 32767).astype("<i2").tobytes()
@@ -134,7 +139,7 @@ class Endpointer:
         self._voiced += voiced
         self._silence = 0 if voiced else self._silence + 1
         if self._silence >= self._end_silence:
-            return self._close(len(self._frames_in) - self._silence + min(self._silence, self._pad))
+            return self._close(self._kept())
         if len(self._frames_in) >= self._max_frames:
             return self._cut()
         return []

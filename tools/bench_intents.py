@@ -41,6 +41,7 @@ from asr.assistant.demo import Console, VoiceDemo, load_config
 from asr.assistant.intents import IntentRecognizer, acceptance
 from asr.audio import load_audio
 from asr.augment import add_noise
+from asr.augment import babble as mix_talkers
 from asr.vad import VADConfig
 from bench_common import base_parser, machine, set_threads
 
@@ -60,12 +61,8 @@ def rows(path: Path, limit: int | None, seed: int) -> list[dict]:
 
 def babble(speech: list[torch.Tensor], length: int, rng: random.Random) -> torch.Tensor:
     """Four talkers at once, each from a random point of its utterance, looped to `length`."""
-    mix = torch.zeros(length)
-    for wave in rng.sample(speech, 4):
-        start = rng.randrange(len(wave))
-        looped = torch.cat([wave[start:], wave[:start]]).repeat(length // len(wave) + 1)[:length]
-        mix += looped / looped.pow(2).mean().clamp(min=1e-10).sqrt()
-    return mix
+    talkers = rng.sample(speech, 4)
+    return mix_talkers([torch.roll(w, -rng.randrange(len(w))) for w in talkers], length)
 
 
 def conditions(waves: list[torch.Tensor], noises: list[torch.Tensor],

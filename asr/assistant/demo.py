@@ -42,7 +42,7 @@ from asr.assistant.actions import ActionsConfig, Assistant
 from asr.assistant.grammar import GrammarError
 from asr.assistant.intents import Intent, IntentParser, load_grammar
 from asr.audio import AudioError, load_audio, resample
-from asr.checkpoint import ModelDirError
+from asr.checkpoint import ModelDirError, first_line
 from asr.cli import ArgumentParser, one_line
 from asr.transcriber import Transcriber
 from asr.untrusted import from_section
@@ -238,7 +238,7 @@ def microphone_blocks(sample_rate: int, block: int, device: str | int | None) ->
         sd.check_input_settings(device=device, channels=1, samplerate=sample_rate,
                                 dtype="float32")
     except (sd.PortAudioError, ValueError) as err:
-        problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        problem = first_line(err)
         raise DemoError(f"no usable microphone: {problem} (use --input FILE.wav instead)") \
             from None
     return _listen(sd, sample_rate, block, device)

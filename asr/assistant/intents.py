@@ -34,7 +34,7 @@ from asr.data import ManifestError, audio_path
 from asr.progress import progress
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
-from asr.untrusted import UntrustedInputError, check_fields, read_text
+from asr.untrusted import UntrustedInputError, check_fields, check_ranges, read_text
 
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
 MAX_MANIFEST_BYTES = 256 << 20
@@ -72,9 +72,7 @@ class IntentParser:
 
     def __post_init__(self) -> None:
         check_fields(self, "intents")
-        for name in ("threshold", "min_confidence"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"intents.{name} must be in [0, 1], got {getattr(self, name)}")
+        check_ranges(self, "intents", threshold=(0, 1), min_confidence=(0, 1))
 
     def parse(self, text: str, acoustic: float | None = None) -> Intent:
         heard = normalize_text(text)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.checkpoint import load_torch, save_torch
+from asr.checkpoint import first_line, load_torch, save_torch
 from asr.training.options import TrainingError
 
 
@@ -99,7 +99,7 @@ def load_training_state(path: Path, device: torch.device, model: torch.nn.Module
         state = TrainState(**ckpt["state"])
         set_rng_states(ckpt.get("rng") or {"torch": ckpt["torch_rng"]})
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
-        problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        problem = first_line(err)
         raise TrainingError(f"{path}: not a checkpoint this run can continue ({problem}); "
                             "pass trainer.overwrite=true to start over") from None
     return state
