@@ -40,9 +40,10 @@ class TrainStep:
         W x A, or one batch that holds them all. DDP all-reduces on the last micro-batch's
         backward only (`no_sync` before it).
         """
-        totals = self._step_tokens(used)
+        counts = [self.model.loss_tokens(b["tokens"]) for b in used]
+        totals = self._step_tokens(counts)
         self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, seconds, finite = self._backward(used, totals)
+        loss_sum, seconds, finite = self._backward(used, counts, totals)
         if self.dist.enabled:  # every rank takes the same decision, on the world's numbers
             bad, loss_sum, seconds = all_reduce_sum([float(not finite), loss_sum, seconds],
                                                     self.device)
@@ -61,14 +62,14 @@ class TrainStep:
         self.scheduler.step()
         return loss_sum, seconds, None
 
-    def _backward(self, used: list[dict], totals: list[int]) -> tuple[float, float, bool]:
-        """Accumulate the micro-batches' gradients: their summed loss, seconds of audio and
-        whether every loss was finite."""
+    def _backward(self, used: list[dict], counts: list[tuple[int, ...]], totals: list[int]
+                  ) -> tuple[float, float, bool]:
+        """Accumulate the micro-batches' gradients (`counts`: each one's tokens per loss): their
+        summed loss, seconds of audio and whether every loss was finite."""
         loss_sum, seconds, finite = 0.0, 0.0, True
         for i, batch in enumerate(used):
             seconds += batch["lengths"].sum().item() / self.sample_rate
-            shares = [n / total for n, total in zip(self.model.loss_tokens(batch["tokens"]),
-                                                    totals, strict=True)]
+            shares = [n / total for n, total in zip(counts[i], totals, strict=True)]
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             last = i == len(used) - 1
             with nullcontext() if last or not self.dist.enabled else self.train_model.no_sync():
@@ -83,10 +84,10 @@ class TrainStep:
             loss_sum += loss.item()
         return loss_sum, seconds, finite
 
-    def _step_tokens(self, used: list[dict]) -> list[int]:
-        """The tokens each loss averages over in the whole step (all micro-batches and ranks)."""
-        totals = [sum(counts) for counts in zip(*(self.model.loss_tokens(b["tokens"])
-                                                  for b in used), strict=True)]
+    def _step_tokens(self, counts: list[tuple[int, ...]]) -> list[int]:
+        """The tokens each loss averages over in the whole step (all micro-batches and ranks),
+        from each micro-batch's `counts`."""
+        totals = [sum(per_loss) for per_loss in zip(*counts, strict=True)]
         if self.dist.enabled:
             totals = [int(n) for n in all_reduce_sum(totals, self.device)]
         return totals
