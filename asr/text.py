@@ -82,18 +82,22 @@ def spell_number(token: str) -> str:
     value = int(token.removesuffix(suffix).replace(",", ""))
     if "," not in token and 1100 <= value <= 1999:
         high, low = divmod(value, 100)
-        tail = "hundred" if low == 0 else _cardinal(low) if low >= 10 else f"o {_ONES[low]}"
-        words = f"{_cardinal(high)} {tail}"
+        tail = "hundred" if low == 0 else number_words(low) if low >= 10 else f"o {_ONES[low]}"
+        words = f"{number_words(high)} {tail}"
     else:
-        words = _cardinal(value)
-    if not suffix:
-        return words
+        words = number_words(value)
+    return ordinal_words(words) if suffix else words
+
+
+def ordinal_words(words: str) -> str:
+    """A number's words as its ordinal: "twenty one" -> "twenty first"."""
     head, _, last = words.rpartition(" ")
     last = _ORDINALS.get(last) or (last[:-1] + "ieth" if last.endswith("y") else last + "th")
     return f"{head} {last}".strip()
 
 
-def _cardinal(value: int) -> str:
+def number_words(value: int) -> str:
+    """A whole number >= 0 in words: 42 -> "forty two"."""
     if value < 20:
         return _ONES[value]
     if value < 100:
@@ -102,5 +106,5 @@ def _cardinal(value: int) -> str:
     for scale, name in _SCALES:
         if value >= scale:
             high, low = divmod(value, scale)
-            return f"{_cardinal(high)} {name}" + (f" {_cardinal(low)}" if low else "")
+            return f"{number_words(high)} {name}" + (f" {number_words(low)}" if low else "")
     raise AssertionError("unreachable")

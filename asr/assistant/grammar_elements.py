@@ -7,9 +7,7 @@ slot types are Picovoice Rhino's number slots, spoken as words and reported as d
 
 from dataclasses import dataclass, field
 
-_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
-         "fourteen fifteen sixteen seventeen eighteen nineteen").split()
-_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+from asr.text import number_words, ordinal_words
 
 
 @dataclass(frozen=True)
@@ -48,26 +46,11 @@ class Sentence:
     core: bool = True
 
 
-def _number_words(value: int) -> str:
-    if value < 20:
-        return _ONES[value]
-    tens, ones = divmod(value, 10)
-    return _TENS[tens] + (f" {_ONES[ones]}" if ones else "")
-
-
-def _ordinal(words: str) -> str:
-    head, _, last = words.rpartition(" ")
-    special = {"one": "first", "two": "second", "three": "third", "five": "fifth",
-               "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
-    last = special.get(last) or (last[:-1] + "ieth" if last.endswith("y") else last + "th")
-    return f"{head} {last}".strip()
-
-
 SlotTypes = dict[str, tuple[tuple[str, str], ...]]  # slot type -> its (spoken, value) pairs
 
 BUILTIN_SLOTS: SlotTypes = {
-    "pv.SingleDigitInteger": tuple((_number_words(n), str(n)) for n in range(10)),
-    "pv.TwoDigitInteger": tuple((_number_words(n), str(n)) for n in range(100)),
-    "pv.SingleDigitOrdinal": tuple((_ordinal(_number_words(n)), str(n)) for n in range(1, 10)),
-    "pv.TwoDigitOrdinal": tuple((_ordinal(_number_words(n)), str(n)) for n in range(1, 100)),
+    "pv.SingleDigitInteger": tuple((number_words(n), str(n)) for n in range(10)),
+    "pv.TwoDigitInteger": tuple((number_words(n), str(n)) for n in range(100)),
+    "pv.SingleDigitOrdinal": tuple((ordinal_words(number_words(n)), str(n)) for n in range(1, 10)),
+    "pv.TwoDigitOrdinal": tuple((ordinal_words(number_words(n)), str(n)) for n in range(1, 100)),
 }
