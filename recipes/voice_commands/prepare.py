@@ -17,7 +17,8 @@ Everything is drawn from --seed, per utterance, so the corpus is the same for an
 Writes OUT/wavs/{split}/*.wav (16-bit PCM), OUT/{train,dev,test}.jsonl (NeMo manifests with
 paths relative to OUT; each line also has the `intent` and `slots` it means, null for speech
 that is no command), OUT/sample.wav + sample.txt (one test utterance), OUT/grammar.yaml (the
-grammar, for the model directory) and OUT/.done. With real recordings (`real.py`) also
+grammar, for the model directory), OUT/noise.jsonl and OUT/babble.jsonl (what training-time noise
+and babble draw from: background clips and the real training speakers' speech) and OUT/.done. With real recordings (`real.py`) also
 OUT/test_real.jsonl (people saying commands) and OUT/test_other.jsonl (people saying other
 things), both of speakers never heard in training.
 
@@ -116,6 +117,8 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
     save_text(grammar.read_text(encoding="utf-8"), out / "grammar.yaml")
     noise = [r for r in real["train"] if r["kind"] == "noise"] + coloured_noise_clips(out)
     save_text("".join(json.dumps(r) + "\n" for r in noise), out / "noise.jsonl")
+    people = [r for r in real["train"] if r["kind"] != "noise"]  # babble: real voices only
+    save_text("".join(json.dumps(r) + "\n" for r in people), out / "babble.jsonl")
 
 
 def coloured_noise_clips(out: Path, seconds: float = 2.0, rate: int = 16000) -> list[dict]:
