@@ -13,6 +13,12 @@ import sentencepiece as spm
 from asr.text import normalize_text
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+# Pieces every vocabulary has, whatever its transcripts spell: a model trained on commands
+# without a "j" or "q" can still be fine-tuned on any English text (trainer.init_from).
+ENGLISH_LETTERS = "abcdefghijklmnopqrstuvwxyz'"
+# sentencepiece's least vocabulary holding them: the letters, the word mark and the four ids
+# above. A smaller one (a test's toy model) spells only its transcripts' letters.
+MIN_VOCAB_FOR_LETTERS = len(ENGLISH_LETTERS) + 5
 WORD_START = "\u2581"  # sentencepiece's mark on the first piece of a word
 
 
@@ -29,7 +35,9 @@ class Tokenizer:
         """Learn a vocabulary from normalised transcripts.
 
         `hard_vocab_limit=False` lets a small corpus (a few hundred distinct words) end up with
-        fewer pieces than asked for instead of failing.
+        fewer pieces than asked for instead of failing; every English letter and the apostrophe
+        is a piece even where the transcripts lack it (`ENGLISH_LETTERS`), in any vocabulary
+        of `MIN_VOCAB_FOR_LETTERS` or more.
         """
         normalised = [t for t in (normalize_text(x) for x in texts) if t]
         if not normalised:
@@ -39,6 +47,7 @@ class Tokenizer:
             sentence_iterator=iter(normalised), model_writer=proto, vocab_size=vocab_size,
             model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, minloglevel=2,
+            required_chars=ENGLISH_LETTERS if vocab_size >= MIN_VOCAB_FOR_LETTERS else "",
         )
         return cls(proto.getvalue())
 

@@ -47,6 +47,16 @@ def test_tokenizer_round_trip_and_special_ids(tmp_path):
     assert Tokenizer.load(path).encode("open the wifi") == tokenizer.encode("open the wifi")
 
 
+def test_tokenizer_spells_every_english_letter():
+    """Letters the transcripts lack are pieces all the same, so any English text can be
+    fine-tuned on; accented letters outside them stay unknown."""
+    tokenizer = Tokenizer.train(["yes no up down left right"] * 20, vocab_size=40)
+    ids = tokenizer.encode("jazz quiz, x's")
+    assert UNK_ID not in ids
+    assert tokenizer.decode(ids) == "jazz quiz x's"
+    assert UNK_ID in tokenizer.encode("café")
+
+
 def test_tokenizer_needs_text():
     with pytest.raises(ValueError, match="no non-empty transcripts"):
         Tokenizer.train(["", "!!"], vocab_size=20)

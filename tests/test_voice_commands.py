@@ -201,3 +201,28 @@ def test_real_recordings_split_by_speaker(tmp_path: Path) -> None:
     assert max(r["duration"] for r in wuw) > real.MAX_OTHER_SECONDS
     assert max(r["duration"] for r in splits["train"]) <= real.MAX_OTHER_SECONDS
     assert sf.info(wuw[0]["audio_filepath"]).samplerate == 8000
+
+
+def test_real_commands_listed_real_repeat_times_in_train(tmp_path: Path) -> None:
+    """`--real-repeat 3`: each real command thrice in train, everything else once; dev and the
+    people's own test manifests untouched; babble draws from the real training speech."""
+    (tmp_path / "wavs" / "test").mkdir(parents=True)
+    sf.write(tmp_path / "wavs" / "test" / "t.wav", [0.0] * 1600, 16000)
+    synthetic = [{"audio_filepath": "wavs/train/s.wav", "text": "open the browser", "snr_db": None},
+                 {"audio_filepath": "wavs/test/t.wav", "text": "turn on the lights", "snr_db": None}]
+
+    def person(text: str, kind: str, voice: str) -> dict:
+        return {"audio_filepath": f"/{voice}.wav", "text": text, "voice": voice, "kind": kind}
+
+    people = {"train": [person("yes", "command", "a"), person("", "other", "b"),
+                        person("", "noise", "c")],
+              "dev": [person("no", "command", "d")], "test": [person("up", "command", "e")]}
+    prepare.write_corpus(tmp_path, synthetic, people, prepare.DEFAULT_GRAMMAR, real_repeat=3)
+
+    def voices(name: str) -> list[str | None]:
+        lines = (tmp_path / f"{name}.jsonl").read_text().splitlines()
+        return [json.loads(line).get("voice") for line in lines]
+
+    assert voices("train") == [None, "a", "a", "a", "b", "c"]
+    assert voices("dev") == ["d"] and voices("test") == [None] and voices("test_real") == ["e"]
+    assert voices("babble") == ["a", "b"]

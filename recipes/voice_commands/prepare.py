@@ -17,10 +17,11 @@ Everything is drawn from --seed, per utterance, so the corpus is the same for an
 Writes OUT/wavs/{split}/*.wav (16-bit PCM), OUT/{train,dev,test}.jsonl (NeMo manifests with
 paths relative to OUT; each line also has the `intent` and `slots` it means, null for speech
 that is no command), OUT/sample.wav + sample.txt (one test utterance), OUT/grammar.yaml (the
-grammar, for the model directory), OUT/noise.jsonl and OUT/babble.jsonl (what training-time noise
-and babble draw from: background clips and the real training speakers' speech) and OUT/.done. With real recordings (`real.py`) also
-OUT/test_real.jsonl (people saying commands) and OUT/test_other.jsonl (people saying other
-things), both of speakers never heard in training.
+grammar, for the model directory), OUT/noise.jsonl and OUT/babble.jsonl (what training-time
+noise and babble draw from: background clips and the real training speakers' speech) and
+OUT/.done. With real recordings (`real.py`) also OUT/test_real.jsonl (people saying commands)
+and OUT/test_other.jsonl (people saying other things), both of speakers never heard in
+training.
 
 The parts: `sentence_splits` (which sentences each split speaks), `synthetic_voices` (which
 voices), `synthesis` (speaking and augmenting one utterance) and `real` (recordings of people);
@@ -85,23 +86,28 @@ def settings(args: argparse.Namespace, voices: list[Voice], real: dict[str, list
     grammar = hashlib.sha256(args.grammar.read_bytes()).hexdigest()[:16]
     return {"train": args.train, "dev": args.dev, "test": args.test, "seed": args.seed,
             "real": {split: len(records) for split, records in real.items()},
+            "real_repeat": args.real_repeat,
             "sample_rate": args.sample_rate, "grammar": grammar, "warp": list(WARP_RANGE),
             "engine_weights": ENGINE_WEIGHTS,
             "flite_f0": {name: list(hz) for name, hz in FLITE_F0.items()},
             "voices": [f"{voice.engine}:{voice.name}" for voice in voices]}
 
 def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
-                 grammar: Path) -> None:
+                 grammar: Path, real_repeat: int = 1) -> None:
     """The manifests, the grammar and the sample a user can transcribe first.
 
     Real recordings join train and dev; their test speakers get manifests of their own
     (test_real.jsonl: commands, test_other.jsonl: speech and noise that is no command), so
-    test.jsonl keeps measuring unseen sentences and synthetic voices.
+    test.jsonl keeps measuring unseen sentences and synthetic voices. Train lists each real
+    command `real_repeat` times, so that a few thousand people are heard beside 6000
+    synthetic utterances.
     """
     for split in SPLITS:
         synthetic = [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
-        lines = [json.dumps(r) + "\n" for r in synthetic + (real[split] if split != "test" else [])]
-        save_text("".join(lines), out / f"{split}.jsonl")
+        people = {"train": [r for r in real["train"]
+                            for _ in range(real_repeat if r["kind"] == "command" else 1)],
+                  "dev": real["dev"], "test": []}[split]
+        save_text("".join(json.dumps(r) + "\n" for r in synthetic + people), out / f"{split}.jsonl")
     for name, kinds in (("test_real", ("command",)), ("test_other", ("other", "sentence",
                                                                      "wake_word", "noise"))):
         (out / f"{name}.jsonl").unlink(missing_ok=True)
@@ -171,6 +177,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--real-root", type=Path, default=DEFAULT_REAL_ROOT,
                         help="folder with speech_commands/, fsdd/ and wuw/ to add real speakers from "
                              "(default: ../shared/data when present); 'none' for synthetic only")
+    parser.add_argument("--real-repeat", type=positive, default=1,
+                        help="times each real command recording is listed in train (default: "
+                             "%(default)s)")
     return parser.parse_args(argv)
 
 
@@ -198,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     jobs = plan(args, pools, split_voices(voices))
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
     records = synthesize_all(jobs, args.jobs)
-    write_corpus(args.out, records, real, args.grammar)
+    write_corpus(args.out, records, real, args.grammar, args.real_repeat)
     save_text(json.dumps(wanted, indent=1) + "\n", done)
     print(summary(records, real, time.monotonic() - start))
 

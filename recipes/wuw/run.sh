@@ -2,8 +2,9 @@
 # Prepare WUW Corpus II, train, score both tasks on the held-out speakers (see README.md here).
 #   ROOT=../shared/data/wuw bash recipes/wuw/run.sh [hydra overrides for training]
 # Without ROOT the corpus is downloaded first; MODEL=exp/NAME trains and scores there instead
-# of exp/wuw. ROOMS=1 also simulates 200 rooms into data/rirs for `data.augment.reverb`
-# (pass data.augment.reverb.enabled=true to use them).
+# of exp/wuw. INIT=exp/voice_commands fine-tunes that model (conf/experiment/wuw_finetune.yaml)
+# instead of training from scratch (conf/experiment/wuw.yaml). ROOMS=1 also simulates 200
+# rooms into data/rirs for `data.augment.reverb` (pass data.augment.reverb.enabled=true).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
@@ -15,7 +16,9 @@ if [ "${ROOMS:-0}" = 1 ] && [ ! -f data/rirs/rirs.jsonl ]; then
   $py -m asr.rooms --out data/rirs --count 200
 fi
 # conf/experiment/wuw.yaml: cathy's settings (a small corpus of sentences), not tuned here.
-$py -m asr.train experiment=wuw data.root="$data" trainer.out_dir="$model" "$@"
+experiment=wuw${INIT:+_finetune}
+$py -m asr.train experiment=$experiment data.root="$data" trainer.out_dir="$model" \
+  ${INIT:+trainer.init_from="$INIT"} "$@"
 # (a) transcription of the free sentences; (b) the wake word in them, with its time
 $py -m asr.evaluate --model "$model/averaged" --manifest "$data/test_sentences.jsonl" \
   --json "$model/test_results.json"
