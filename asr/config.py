@@ -61,6 +61,7 @@ class TokenizerConfig:
 
     vocab_size: int = 128
     model_type: str = "bpe"  # sentencepiece's: bpe | unigram | char | word
+    letters: bool = True  # every English letter a piece, so any English text can be fine-tuned on
 
 
 @dataclass

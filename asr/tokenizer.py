@@ -31,13 +31,14 @@ class Tokenizer:
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int, model_type: str = "bpe") -> "Tokenizer":
+    def train(cls, texts: Iterable[str], vocab_size: int, model_type: str = "bpe",
+              letters: bool = True) -> "Tokenizer":
         """Learn a vocabulary from normalised transcripts.
 
         `hard_vocab_limit=False` lets a small corpus (a few hundred distinct words) end up with
-        fewer pieces than asked for instead of failing; every English letter and the apostrophe
-        is a piece even where the transcripts lack it (`ENGLISH_LETTERS`), in any vocabulary
-        of `MIN_VOCAB_FOR_LETTERS` or more.
+        fewer pieces than asked for instead of failing. With `letters`, every English letter and
+        the apostrophe is a piece even where the transcripts lack it (`ENGLISH_LETTERS`), in
+        any vocabulary of `MIN_VOCAB_FOR_LETTERS` or more.
         """
         normalised = [t for t in (normalize_text(x) for x in texts) if t]
         if not normalised:
@@ -47,7 +48,8 @@ class Tokenizer:
             sentence_iterator=iter(normalised), model_writer=proto, vocab_size=vocab_size,
             model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, minloglevel=2,
-            required_chars=ENGLISH_LETTERS if vocab_size >= MIN_VOCAB_FOR_LETTERS else "",
+            required_chars=ENGLISH_LETTERS if letters and vocab_size >= MIN_VOCAB_FOR_LETTERS
+            else "",
         )
         return cls(proto.getvalue())
 

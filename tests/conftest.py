@@ -114,7 +114,8 @@ def overfit_model(tmp_path_factory) -> tuple[Path, list[tuple[Path, str]], dict]
     with_noise = write_manifest(tmp / "train_noise.jsonl",
                                 entries + [(clip, "") for clip in noise_clips(100, 4)])
     cfg = train_config(tmp, with_noise, f"data.dev_manifest={manifest}",
-                       "trainer.max_epochs=200", "tokenizer.vocab_size=40", "data.batch_size=8",
+                       "trainer.max_epochs=200", "tokenizer.vocab_size=40",
+                       "tokenizer.letters=false", "data.batch_size=8",
                        "scheduler.warmup_steps=20", "optim.lr=3e-3",
                        "features.freq_masks=0", "features.time_masks=0")
     state = Trainer(cfg).fit()

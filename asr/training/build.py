@@ -84,7 +84,8 @@ class TrainingSetup:
         if pretrained is not None:
             return pretrained[1]
         texts = [u.text for u in self.train_utts]
-        return Tokenizer.train(texts, self.cfg.tokenizer.vocab_size, self.cfg.tokenizer.model_type)
+        tokenizer = self.cfg.tokenizer
+        return Tokenizer.train(texts, tokenizer.vocab_size, tokenizer.model_type, tokenizer.letters)
 
     def _loader(self, utts: list[Utterance], shuffle: bool) -> DataLoader:
         return build_loader(self.cfg, utts, self.tokenizer, self.dist, self.device,
