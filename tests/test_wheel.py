@@ -126,7 +126,6 @@ def test_train_transcribe_and_demo_without_a_checkout(installed, overfit_model):
     manifest = write_manifest(work / "train.jsonl", entries)
     trained = run("asr-train", f"data.train_manifest={manifest}", f"data.dev_manifest={manifest}",
                   f"trainer.out_dir={work / 'mine'}", "model=tiny", "tokenizer.vocab_size=40",
-                  "tokenizer.letters=false",
                   "trainer.max_epochs=1", "trainer.progress=false", "trainer.num_threads=2")
     assert str(work / "mine") in trained.stdout
     assert all((work / "mine" / name).is_file() for name in ("model.pt", "config.yaml",

@@ -102,12 +102,13 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
     command `real_repeat` times, so that a few thousand people are heard beside 6000
     synthetic utterances.
     """
+    heard = {"train": [r for r in real["train"]
+                       for _ in range(real_repeat if r["kind"] == "command" else 1)],
+             "dev": real["dev"]}
     for split in SPLITS:
         synthetic = [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
-        people = {"train": [r for r in real["train"]
-                            for _ in range(real_repeat if r["kind"] == "command" else 1)],
-                  "dev": real["dev"], "test": []}[split]
-        save_text("".join(json.dumps(r) + "\n" for r in synthetic + people), out / f"{split}.jsonl")
+        rows = synthetic + heard.get(split, [])
+        save_text("".join(json.dumps(r) + "\n" for r in rows), out / f"{split}.jsonl")
     for name, kinds in (("test_real", ("command",)), ("test_other", ("other", "sentence",
                                                                      "wake_word", "noise"))):
         (out / f"{name}.jsonl").unlink(missing_ok=True)
