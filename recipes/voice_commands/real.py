@@ -1,16 +1,17 @@
-"""Real people for a voice-command corpus: the grammar's one-word commands, and speech to refuse.
+"""Real people for a voice-command corpus: each recording with what was said in it.
 
 Synthetic voices are not people. When a folder laid out like `../shared/data` is at hand, three
 corpora of real recordings join the corpus (see its README):
 
-- commands: the grammar's one-word sentences that people recorded: Speech Commands' words
-  ("yes", "stop", "three", ...; 127 speakers, 16 kHz) and the Free Spoken Digit Dataset's
-  digits (4 speakers, 8 kHz; training resamples);
-- speech that is no command, transcribed as the empty text, so the model learns to say
-  nothing for it and the intent layer refuses it: Speech Commands' other words ("marvin",
-  "bed", and command words the grammar lacks), and WUW Corpus II, 121 people on telephone
-  lines saying wake words alone and inside free sentences;
-- noise: Speech Commands' background clips, also as the empty text.
+- commands: recordings whose words are a grammar sentence: Speech Commands' words ("yes",
+  "stop", "three", ...; 127 speakers, 16 kHz), the Free Spoken Digit Dataset's digits (4
+  speakers, 8 kHz; training resamples), WUW sentences that happen to be commands;
+- speech that is no command, with its real transcript: Speech Commands' other words
+  ("marvin", "bed", command words the grammar lacks), FSDD's digits the grammar lacks, and WUW
+  Corpus II, 121 people on telephone lines saying wake words alone and inside free sentences.
+  The model learns to hear people whatever they say; deciding that what was heard is no
+  command is the intent search's job (`asr.assistant.intents`), never a label of silence;
+- noise: Speech Commands' background clips, with the empty text (no voice in them).
 
 Everything is split by speaker, so dev and test hold people the model never heard: FSDD's four
 by name, Speech Commands' by a stable hash of the speaker id (noise clips by file name), WUW's
@@ -60,36 +61,37 @@ def _record(path: Path, text: str, speaker: str, source: str, kind: str,
 
 
 def speech_commands(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
-    """(split, record): the grammar's words as commands, every other word as speech to
-    refuse, background noise as noise."""
+    """(split, record): every word with its transcript (a command when it is a grammar
+    sentence), background noise as noise."""
     for path in sc.clips(root):
         text, group = sc.describe(path)
         if path.parent.name == sc.SILENCE:
             yield speaker_split(path.stem), _record(path, "", "noise", "speech_commands", "noise")
-        elif text in words:
-            yield speaker_split(group), _record(path, text, group, "speech_commands", "command")
         else:
-            yield speaker_split(group), _record(path, "", group, "speech_commands", "other")
+            kind = "command" if text in words else "other"
+            yield speaker_split(group), _record(path, text, group, "speech_commands", kind)
 
 
 def fsdd(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
-    """(split, record) for every FSDD recording of a digit that is a grammar sentence."""
+    """(split, record) for every FSDD recording: a command when its digit is a grammar sentence."""
     for path, digit, speaker, _ in fsdd_recipe.recordings(root):
-        if speaker in FSDD_SPLIT and FSDD_DIGITS[digit] in words:
-            yield FSDD_SPLIT[speaker], _record(path, FSDD_DIGITS[digit], speaker, "fsdd",
-                                               "command")
+        if speaker in FSDD_SPLIT:
+            text = FSDD_DIGITS[digit]
+            kind = "command" if text in words else "other"
+            yield FSDD_SPLIT[speaker], _record(path, text, speaker, "fsdd", kind)
 
 
 def wuw(root: Path, out: Path, grammar_sentences: set[str]) -> Iterator[tuple[str, dict]]:
-    """(split, record) for WUW utterances, each as speech to refuse (converted to WAV)."""
+    """(split, record) for WUW utterances (converted to WAV), each with its words: a command
+    when they are a grammar sentence."""
     entries = wuw_recipe.entries(root)
     splits = wuw_recipe.session_splits(entries)
     for entry in entries:
-        if normalize_transcription(entry["transcription"]) in grammar_sentences:
-            continue  # never teach the model to ignore one of its own commands
+        text = normalize_transcription(entry["transcription"])
         wav, duration = wuw_recipe.to_wav(root, entry, out / "wavs" / "wuw")
         kind = "sentence" if wuw_recipe.is_sentence(entry) else "wake_word"
-        record = _record(wav, "", f"wuw:{entry['sessionNumber']}", "wuw", kind, duration)
+        kind = "command" if text in grammar_sentences else kind
+        record = _record(wav, text, f"wuw:{entry['sessionNumber']}", "wuw", kind, duration)
         yield splits[entry["sessionNumber"]], record
 
 
