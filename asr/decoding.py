@@ -10,8 +10,8 @@ What to do and the entry points live here; the pieces, each replaceable, have th
 - `asr.ctc_prefix`: the CTC head's prefix score (Watanabe et al. 2017), for joint
   CTC/attention decoding: a hypothesis scores (1 - w) log P_att + w log P_ctc(prefix).
 - `asr.logit_filters`: rules applied to the scores before each choice (suppressed tokens,
-  repetition loops, and with `words` a closed vocabulary: only listed words may be written,
-  as a recogniser with a task grammar).
+  repetition loops, with `words` a closed vocabulary, and with `grammar` a task grammar: only
+  its sentences may be written, `asr.grammar`, as Vosk's or pocketsphinx's grammar argument).
 - `asr.search`: `GreedySearch` and `BeamSearch` advance every hypothesis of every utterance in
   one decoder call per step, through one `Scorer` (decoder, shallow fusion with a token LM
   trained on text (`asr/lm.py`), filters, CTC). The longest transcript allowed is tied to the
@@ -20,10 +20,12 @@ What to do and the entry points live here; the pieces, each replaceable, have th
   guards the decoder: an utterance whose best CTC path is empty (every frame blank) has no
   words, whatever the attention decoder, which must say something, would invent.
 - `decode_hypotheses`: each transcript found with its scores (`teacher_forced`: average
-  log-probability, no-speech probability, confidence) and, if asked, its words' frames
-  (`asr.alignment`, CTC forced alignment).
+  log-probability, no-speech probability, confidence), with a grammar its n-best list and
+  its likelihood ratio against the free best path (`garbage_ratio`) and, if asked, its words'
+  frames (`asr.alignment`, CTC forced alignment). `decode_texts`: plain texts of a batch.
 """
 
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -31,12 +33,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from asr.alignment import WordFrames, align_words
+from asr.grammar.automaton import TokenGrammar
 from asr.lm import TokenLM
 from asr.model import SpeechTransformer
 from asr.network import Network, as_network
-from asr.search import BeamSearch, GreedySearch, Scorer
+from asr.search import BeamSearch, GreedySearch, Ranked, Scorer
 from asr.text import normalize_text
-from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from asr.untrusted import check_fields, check_ranges
 
 MODES = ("attention", "ctc_greedy")
@@ -59,7 +62,8 @@ class DecodingOptions:
     lead_in_ms: float = 0.0  # silence put before each utterance (for clips cut tight to the speech)
     words: list[str] | None = None  # write only these words (any order, any number; None: any)
     lm: str | None = None  # language model directory (asr.train_lm) for shallow fusion
-    lm_weight: float = 1.0  # log P_att + lm_weight * log P_lm, when `lm` is given (cathy dev pick)
+    lm_weight: float = 1.0  # log P_att + lm_weight * log P_lm, when `lm` is given
+    grammar: str | None = None  # a grammar file (Rhino context YAML): write only its sentences
 
     def __post_init__(self) -> None:
         if isinstance(self.words, list | tuple):  # YAML reads `yes`, `on` and numbers as such
@@ -77,6 +81,9 @@ class DecodingOptions:
             if self.mode == "ctc_greedy":
                 raise ValueError("decode.words constrains the attention search, not "
                                  "decode.mode=ctc_greedy")
+        if self.grammar is not None and (self.mode == "ctc_greedy" or self.words is not None):
+            raise ValueError("decode.grammar constrains the attention search: not with "
+                             "decode.mode=ctc_greedy nor decode.words")
         if self.lm is not None and self.mode == "ctc_greedy":
             raise ValueError("decode.lm fuses with the attention search, not decode.mode=ctc_greedy")
         if not 0.0 <= self.ctc_weight < 1.0:
@@ -88,18 +95,28 @@ class DecodingOptions:
 @torch.no_grad()
 def decode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
            options: DecodingOptions, pieces: list[str] | None = None,
-           lm: TokenLM | None = None) -> list[list[int]]:
+           lm: TokenLM | None = None, grammar: TokenGrammar | None = None) -> list[list[int]]:
     """Token ids (no BOS/EOS) of the best transcript of each waveform in the batch.
 
     `pieces` (the tokenizer's piece of each id) are needed only for `options.words`, `lm` (the
-    loaded `options.lm`) only for fusion. `options.lead_in_ms` of silence go before each
-    waveform: a model that heard a pause before the first word in training (synthetic speech,
-    most recordings) mishears clips that start right on it (FSDD's).
+    loaded `options.lm`) only for fusion, `grammar` (the loaded `options.grammar`) only for a
+    grammar search. `options.lead_in_ms` of silence go before each waveform: a model that
+    heard a pause before the first word in training (synthetic speech, most recordings)
+    mishears clips that start right on it (FSDD's).
     """
     network = as_network(model)
     memory, memory_lengths = encode(network, *_lead_in(network, wave, lengths, options),
                                     options.encoder_batch)
-    return decode_memory(network, memory, memory_lengths, options, pieces, lm)
+    return decode_memory(network, memory, memory_lengths, options, pieces, lm, grammar)
+
+
+def decode_texts(model: SpeechTransformer | Network, tokenizer: Tokenizer, wave: Tensor,
+                 lengths: Tensor, options: DecodingOptions, lm: TokenLM | None = None,
+                 grammar: TokenGrammar | None = None) -> list[str]:
+    """One padded batch of waveforms -> transcripts (`decode`, then the tokenizer)."""
+    pieces = tokenizer.pieces if options.words is not None else None
+    found = decode(model, wave, lengths, options, pieces, lm, grammar)
+    return [tokenizer.decode(ids) for ids in found]
 
 
 @dataclass
@@ -109,21 +126,29 @@ class Hypothesis:
     tokens: list[int]  # token ids, no BOS/EOS
     avg_logprob: float  # attention decoder's log P per token, EOS included (teacher forced)
     no_speech_prob: float  # attention decoder's P(EOS) as the first token: an empty transcript
-    confidence: float  # `confidence`: attention and CTC together, in (0, 1]
+    confidence: float  # `teacher_forced`: attention and CTC together, in (0, 1]
     words: list[WordFrames] | None = None  # CTC forced alignment, when asked for and possible
+    nbest: Ranked | None = None  # with a grammar: its sentences found, (ids, score) best first
+    garbage_ratio: float | None = None  # with a grammar: `garbage_ratio` of `tokens`
 
 
 @torch.no_grad()
 def decode_hypotheses(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
                       options: DecodingOptions, pieces: list[str] | None = None,
-                      lm: TokenLM | None = None, align: bool = False) -> list[Hypothesis]:
+                      lm: TokenLM | None = None, align: bool = False,
+                      grammar: TokenGrammar | None = None) -> list[Hypothesis]:
     """`decode`, each transcript with its scores and, with `align` (needs the CTC head and
-    `pieces`), its words' encoder frames (lead-in included)."""
+    `pieces`), its words' encoder frames (lead-in included). With a `grammar`, each also
+    carries its n-best list and its `garbage_ratio`."""
     network = as_network(model)
     memory, memory_lengths = encode(network, *_lead_in(network, wave, lengths, options),
                                     options.encoder_batch)
-    found = decode_memory(network, memory, memory_lengths, options, pieces, lm)
+    ranked = search_memory(network, memory, memory_lengths, options, pieces, lm, grammar)
+    found = [best[0][0] if best else [] for best in ranked]
     scores = teacher_forced(network, memory, memory_lengths, found)
+    ratios: list[float | None] = [None] * len(found)
+    if grammar is not None:
+        ratios = garbage_ratio(network, memory, memory_lengths, found)
     words: list[list[WordFrames] | None] = [None] * len(found)
     if align:
         if not network.has_ctc or pieces is None:
@@ -132,17 +157,38 @@ def decode_hypotheses(model: SpeechTransformer | Network, wave: Tensor, lengths:
         log_probs = network.ctc_logits(memory).float().log_softmax(-1)
         words = [align_words(log_probs[row, :int(n)], ids, pieces)
                  for row, (ids, n) in enumerate(zip(found, memory_lengths, strict=True))]
-    return [Hypothesis(ids, att, no_speech, sure, timing) for ids, att, no_speech, sure, timing
-            in zip(found, *scores, words, strict=True)]
+    nbest = ranked if grammar is not None else [None] * len(found)
+    return [Hypothesis(ids, att, no_speech, sure, timing, best, ratio)
+            for ids, att, no_speech, sure, timing, best, ratio
+            in zip(found, *scores, words, nbest, ratios, strict=True)]
 
 
 @torch.no_grad()
-def decode_scored(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
-                  options: DecodingOptions, pieces: list[str] | None = None,
-                  lm: TokenLM | None = None) -> tuple[list[list[int]], list[float]]:
-    """`decode`, and the `confidence` of each transcript found."""
-    found = decode_hypotheses(model, wave, lengths, options, pieces, lm)
-    return [h.tokens for h in found], [h.confidence for h in found]
+def garbage_ratio(network: Network, memory: Tensor, memory_lengths: Tensor,
+                  found: list[list[int]]) -> list[float]:
+    """How much better the free best path explains the audio than each transcript, per
+    encoder frame: (log P(best CTC path) - log P_ctc(transcript)) / frames, in nats.
+
+    The free path is the CTC head's best path (the most likely token on every frame): the
+    "garbage model" of keyword spotting, which may say anything. A transcript the audio really
+    says scores about as well (a ratio near 0); a grammar sentence forced onto other speech
+    leaves many frames unexplained (a large ratio). Infinite for an empty transcript or one
+    the frames cannot fit; 0 for a model without a CTC head (no free path to compare with).
+    """
+    if not network.has_ctc:
+        return [0.0] * len(found)
+    log_probs = network.ctc_logits(memory).float().log_softmax(-1)
+    frames = torch.arange(log_probs.shape[1], device=memory.device)[None] < memory_lengths[:, None]
+    best = (log_probs.amax(-1) * frames).sum(1)
+    lengths = torch.tensor([len(ids) for ids in found], device=memory.device)
+    targets = torch.zeros(len(found), max(1, int(lengths.max())), dtype=torch.long,
+                          device=memory.device)
+    for row, ids in enumerate(found):
+        targets[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    path = F.ctc_loss(log_probs.transpose(0, 1), targets, memory_lengths, lengths, blank=PAD_ID,
+                      reduction="none", zero_infinity=False)
+    ratio = (best + path) / memory_lengths.clamp(min=1)
+    return [r if ids else math.inf for r, ids in zip(ratio.tolist(), found, strict=True)]
 
 
 def _lead_in(network: Network, wave: Tensor, lengths: Tensor,
@@ -190,12 +236,6 @@ def teacher_forced(model: SpeechTransformer | Network, memory: Tensor, memory_le
     return attention.tolist(), log_probs[:, 0, EOS_ID].exp().tolist(), score.exp().tolist()
 
 
-def confidence(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
-               found: list[list[int]], ctc_weight: float = 0.5) -> list[float]:
-    """How well the audio supports each transcript, in (0, 1] (see `teacher_forced`)."""
-    return teacher_forced(model, memory, memory_lengths, found, ctc_weight)[2]
-
-
 def encode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
            chunk: int) -> tuple[Tensor, Tensor]:
     """Encoder states of a batch, computed `chunk` utterances at a time, each chunk cut to its
@@ -214,32 +254,45 @@ def encode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
 
 def decode_memory(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
                   options: DecodingOptions, pieces: list[str] | None = None,
-                  lm: TokenLM | None = None) -> list[list[int]]:
-    """Search given the memory (`encode`'s, (batch, frames, ...)) and its lengths."""
+                  lm: TokenLM | None = None, grammar: TokenGrammar | None = None,
+                  ) -> list[list[int]]:
+    """The best transcript's ids given the memory (`encode`'s, (batch, frames, ...)) and its
+    lengths."""
+    ranked = search_memory(model, memory, memory_lengths, options, pieces, lm, grammar)
+    return [best[0][0] if best else [] for best in ranked]
+
+
+def search_memory(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
+                  options: DecodingOptions, pieces: list[str] | None = None,
+                  lm: TokenLM | None = None, grammar: TokenGrammar | None = None,
+                  ) -> list[Ranked]:
+    """Each utterance's transcripts found, (ids, score) best first (empty: none)."""
     network = as_network(model)
     if options.mode == "ctc_greedy":
         if not network.has_ctc:
             raise ValueError("decode.mode=ctc_greedy needs a model with a CTC head")
-        return ctc_greedy(network.ctc_logits(memory).float(), memory_lengths)
+        return [[(ids, 0.0)] for ids in ctc_greedy(network.ctc_logits(memory).float(),
+                                                   memory_lengths)]
     if options.ctc_no_speech and network.has_ctc:
         speech = [bool(ids) for ids in ctc_greedy(network.ctc_logits(memory).float(),
                                                   memory_lengths)]
         if not all(speech):
-            return _only(speech, lambda keep: decode_memory(
+            return _only(speech, lambda keep: search_memory(
                 network, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False),
-                pieces, lm))
+                pieces, lm, grammar))
     max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
     search = GreedySearch() if options.beam_size == 1 else BeamSearch(options.beam_size,
                                                                       options.length_penalty)
-    scorer = Scorer(network, memory, memory_lengths, search.group, options, pieces, lm)
+    scorer = Scorer(network, memory, memory_lengths, search.group, options, pieces, lm, grammar)
     return search.run(scorer, max_tokens)
 
 
-def _only(keep: list[bool], run) -> list[list[int]]:
-    """`run(indices)` on the kept utterances only; the others get no tokens."""
+def _only(keep: list[bool], run) -> list[Ranked]:
+    """`run(indices)` on the kept utterances only; the others find nothing (an empty list
+    without a grammar: one empty transcript)."""
     indices = [i for i, k in enumerate(keep) if k]
     found = iter(run(torch.tensor(indices, dtype=torch.long)) if indices else [])
-    return [next(found) if k else [] for k in keep]
+    return [next(found) if k else [([], 0.0)] for k in keep]
 
 
 def ctc_greedy(logits: Tensor, lengths: Tensor) -> list[list[int]]:

@@ -1,7 +1,8 @@
 """Rules applied to the next-token scores before each choice of a search.
 
-Suppressed tokens, repetition loops, and with `decode.words` a closed vocabulary: only listed
-words may be written, as a recogniser with a task grammar.
+Suppressed tokens, repetition loops, with `decode.words` a closed vocabulary (only listed
+words may be written) and with `decode.grammar` a grammar (only its sentences may be written,
+as a recogniser with a task grammar: `GrammarConstraint`).
 """
 
 import math
@@ -9,6 +10,7 @@ import math
 import torch
 from torch import Tensor
 
+from asr.grammar.automaton import TokenGrammar
 from asr.text import normalize_text
 from asr.tokenizer import EOS_ID, UNK_ID, WORD_START
 
@@ -94,3 +96,28 @@ class WordList(LogitFilter):
         if piece.startswith(WORD_START):
             return complete and piece[1:] in self.prefixes
         return word is not None and word + piece in self.prefixes
+
+
+class GrammarConstraint(LogitFilter):
+    """Only sentences of a grammar may be written: each hypothesis may go on only with the
+    tokens that keep it on a path of the grammar's automaton, and end only where a sentence
+    ends (`asr.grammar.automaton.TokenGrammar`: the rule, its masks cached per state).
+
+    A hypothesis's state follows from its parent's and its last token, remembered per token
+    prefix for the length of one search, so each step costs one automaton move per new
+    hypothesis.
+    """
+
+    def __init__(self, grammar: TokenGrammar) -> None:
+        self.grammar = grammar
+        self.states: dict[tuple[int, ...], tuple[int, str | None]] = {(): (0, None)}
+
+    def apply(self, log_probs: Tensor, tokens: Tensor) -> None:
+        rows = [self.grammar.mask(self._state(tuple(ids))) for ids in tokens[:, 1:].tolist()]
+        allowed = torch.stack(rows).to(log_probs.device)
+        log_probs.masked_fill_(~allowed, -math.inf)
+
+    def _state(self, ids: tuple[int, ...]) -> tuple[int, str | None]:
+        if ids not in self.states:
+            self.states[ids] = self.grammar.advance(self._state(ids[:-1]), ids[-1])
+        return self.states[ids]

@@ -2,9 +2,10 @@
 
 `Scorer` gives each hypothesis's next-token scores: the attention decoder (`asr.network`),
 fused with a token language model (`LanguageModel`, shallow fusion) if given, the logit
-filters (`asr.logit_filters`), the length limit, and optionally the CTC prefix score
-(`asr.ctc_prefix`). `GreedySearch` and `BeamSearch` advance every hypothesis of every
-utterance together, through the same scorer, cache and filters.
+filters (`asr.logit_filters`: with a grammar, only its sentences), the length limit, and
+optionally the CTC prefix score (`asr.ctc_prefix`). `GreedySearch` and `BeamSearch` advance
+every hypothesis of every utterance together, through the same scorer, cache and filters, and
+return each utterance's finished hypotheses best first (the n-best list), with their scores.
 """
 
 import math
@@ -14,13 +15,16 @@ import torch
 from torch import Tensor
 
 from asr.ctc_prefix import CTCPrefixScorer
+from asr.grammar.automaton import TokenGrammar
 from asr.lm import TokenLM
-from asr.logit_filters import LogitFilter, RepetitionLimit, SuppressTokens, WordList
+from asr.logit_filters import GrammarConstraint, LogitFilter, RepetitionLimit, SuppressTokens, WordList
 from asr.network import Network
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 if TYPE_CHECKING:
     from asr.decoding import DecodingOptions  # which imports this module
+
+Ranked = list[tuple[list[int], float]]  # an utterance's hypotheses (ids, score), best first
 
 
 class LanguageModel:
@@ -42,19 +46,24 @@ class LanguageModel:
 class Scorer:
     """Joint next-token scores for a batch of hypotheses: attention decoder (through a cache
     or not) fused with a language model if given, logit filters, length limit, and optionally
-    the CTC prefix score."""
+    the CTC prefix score. With a `grammar` (the loaded `options.grammar`) only its sentences
+    may be written; no repetition limit then: the grammar bounds what may repeat."""
 
     def __init__(self, network: Network, memory: Tensor, memory_lengths: Tensor,
                  group: int, options: "DecodingOptions", pieces: list[str] | None = None,
-                 lm: TokenLM | None = None) -> None:
+                 lm: TokenLM | None = None, grammar: TokenGrammar | None = None) -> None:
         self.inference = network.inference(memory, memory_lengths, options.kv_cache)
         self.group = group
         if options.lm is not None and lm is None:
             raise ValueError("decode.lm is set but no language model was loaded")
         self.lm = LanguageModel(lm) if lm is not None and options.lm_weight > 0 else None
         self.lm_weight = options.lm_weight
+        if options.grammar is not None and grammar is None:
+            raise ValueError("decode.grammar is set but no grammar was loaded")
         self.filters: list[LogitFilter] = [SuppressTokens([PAD_ID, BOS_ID])]
-        if options.max_repeats > 0:
+        if grammar is not None:
+            self.filters.append(GrammarConstraint(grammar))
+        elif options.max_repeats > 0:
             self.filters.append(RepetitionLimit(options.max_repeats))
         if options.words is not None:
             if pieces is None:
@@ -113,9 +122,9 @@ class GreedySearch:
 
     group = 1
 
-    def run(self, scorer: Scorer, max_tokens: Tensor) -> list[list[int]]:
+    def run(self, scorer: Scorer, max_tokens: Tensor) -> list[Ranked]:
         device = max_tokens.device
-        results: list[list[int]] = [[] for _ in max_tokens]
+        results: list[Ranked] = [[] for _ in max_tokens]
         active = torch.arange(len(max_tokens), device=device)  # utterance of each row
         tokens = torch.full((len(active), 1), BOS_ID, dtype=torch.long, device=device)
         att = torch.zeros(len(active), device=device)
@@ -123,11 +132,12 @@ class GreedySearch:
             candidates, att_next, joint = scorer.candidates(tokens, step >= max_tokens, att)
             rows = torch.arange(len(active), device=device)
             choice = joint.argmax(-1)
-            att = att_next[rows, choice]
+            att, best = att_next[rows, choice], joint[rows, choice]
             tokens = torch.cat([tokens, candidates[rows, choice][:, None]], dim=1)
-            done = tokens[:, -1] == EOS_ID
+            done = (tokens[:, -1] == EOS_ID) & (best > -math.inf)
             for row in done.nonzero()[:, 0].tolist():
-                results[int(active[row])] = _strip(tokens[row, 1:].tolist())
+                results[int(active[row])] = [(_strip(tokens[row, 1:].tolist()), float(best[row]))]
+            done |= best == -math.inf  # nothing may follow (a grammar's dead end): no result
             if done.all():
                 break
             scorer.select(rows, choice, reordered=False)
@@ -143,13 +153,16 @@ class BeamSearch:
     """Keep the `beam_size` best prefixes per utterance until no live one can win.
 
     An utterance is done once it has `beam_size` finished hypotheses and its best live prefix
-    already scores below its best finished one (scores only fall as a prefix grows).
+    already scores below its best finished one, unnormalised (scores only fall as a prefix
+    grows). The winner is then chosen by score / length ** length_penalty, so this stop is a
+    heuristic, as whisper's and ESPnet's are: with a length penalty a longer hypothesis the
+    search gave up on could still have won.
     """
 
     def __init__(self, beam_size: int, length_penalty: float) -> None:
         self.group, self.length_penalty = beam_size, length_penalty
 
-    def run(self, scorer: Scorer, max_tokens: Tensor) -> list[list[int]]:
+    def run(self, scorer: Scorer, max_tokens: Tensor) -> list[Ranked]:
         batch, beam, device = len(max_tokens), self.group, max_tokens.device
         limit = max_tokens.repeat_interleave(beam)
         tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
@@ -176,7 +189,7 @@ class BeamSearch:
                 rows = scorer.keep(torch.tensor(live, device=device))
                 tokens, att, limit = tokens[rows], att[rows], limit[rows]
                 alive, active = alive[live], [active[i] for i in live]
-        return [f.best() for f in finished]
+        return [f.ranked() for f in finished]
 
     def _select(self, top_scores: Tensor, top_index: Tensor, candidates: Tensor, tokens: Tensor,
                 finished: list["_Finished"], step: int) -> tuple[Tensor, Tensor]:
@@ -230,10 +243,17 @@ class _Finished:
         self.best_score = max(self.best_score, score)
 
     def update(self, best_live: float, beam: int) -> None:
-        self.done = len(self.hypotheses) >= beam and best_live < self.best_score
+        """Done once nothing live can win, or nothing is live (a grammar with fewer sentences
+        than the beam has them all)."""
+        self.done = best_live == -math.inf or (len(self.hypotheses) >= beam
+                                               and best_live < self.best_score)
 
-    def best(self) -> list[int]:
-        return max(self.hypotheses, key=lambda h: h[0])[2] if self.hypotheses else []
+    def ranked(self) -> Ranked:
+        """(ids, length-normalised score) of each distinct transcript, best first."""
+        best: dict[tuple[int, ...], float] = {}
+        for normalised, _, ids in self.hypotheses:
+            best[tuple(ids)] = max(best.get(tuple(ids), -math.inf), normalised)
+        return [(list(ids), score) for ids, score in sorted(best.items(), key=lambda h: -h[1])]
 
 
 def _strip(ids: list[int]) -> list[int]:

@@ -178,6 +178,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, help="ctc_greedy: CTC head only, fastest")
     parser.add_argument("--words", help="a text file of the only words that may be written "
                                         "(a task's vocabulary, e.g. the ten digits)")
+    parser.add_argument("--grammar", help="a grammar file (Rhino context YAML): write only its "
+                                          "sentences (a command grammar, as Vosk's)")
     parser.add_argument("--lm", help="language model directory (python -m asr.train_lm) to fuse")
     parser.add_argument("--lm-weight", type=float, help="log P_att + W log P_lm (default 1.0)")
     parser.add_argument("--lead-in-ms", type=float,
@@ -192,7 +194,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
 def decoding_overrides(args: argparse.Namespace) -> dict:
     pairs = {"beam_size": args.beam_size, "ctc_weight": args.ctc_weight, "mode": args.mode,
              "words": read_words(args.words) if args.words else None, "lm": args.lm,
-             "lm_weight": args.lm_weight, "lead_in_ms": args.lead_in_ms}
+             "lm_weight": args.lm_weight, "lead_in_ms": args.lead_in_ms,
+             "grammar": args.grammar}
     return {key: value for key, value in pairs.items() if value is not None}
 
 

@@ -7,6 +7,7 @@
     t.transcribe(["a.wav", "b.flac"])       # [Transcript, Transcript], decoded in batches
     t.transcribe("talk.ogg", word_timestamps=True).segments[0].words   # [Word(...), ...]
     Transcriber.from_pretrained("exp/voice_commands", backend="onnx")  # its exported graphs
+    Transcriber.from_pretrained("exp/coffee", grammar="coffee.yaml")   # only the grammar's sentences
 
 Audio of any length is streamed (`asr.stream`), cut into utterances by the voice activity
 detector (`asr.vad`) and the utterances of all inputs are decoded together in batches, so
@@ -14,8 +15,10 @@ memory stays bounded and a stretch of silence is never handed to the decoder to 
 for. Each segment carries the decoder's scores (whisper's `avg_logprob` and `no_speech_prob`,
 and the acoustic `confidence`) and, with `word_timestamps`, its words timed by the CTC head
 (`asr.alignment`). The model runs in torch or, exported (`python -m asr.export`), in
-onnxruntime (`backend="onnx"`): the same searches and scores either way. The evaluate and
-transcribe command lines are thin wrappers around this class.
+onnxruntime (`backend="onnx"`): the same searches and scores either way. With a `grammar`
+(a Rhino context file, `asr.grammar`) the search writes only the grammar's sentences, as Vosk's
+grammar argument does. The evaluate and transcribe command lines are thin wrappers around this
+class.
 """
 
 from collections.abc import Iterable, Iterator
@@ -28,14 +31,10 @@ from tqdm import tqdm
 
 from asr.audio import AudioError, load_audio, prepare_array
 from asr.checkpoint import CONFIG, ModelDirError, load_model_dir, section
-from asr.decode_batch import decode_texts
-from asr.decoding import (
-    DecodingOptions,
-    Hypothesis,
-    decode_hypotheses,
-    decode_scored,
-)
+from asr.decoding import DecodingOptions, Hypothesis, decode_hypotheses, decode_texts
 from asr.device import pick_device
+from asr.grammar import Grammar
+from asr.grammar.automaton import TokenGrammar
 from asr.lm import load_lm
 from asr.model import SpeechTransformer
 from asr.network import Network, as_network
@@ -117,13 +116,17 @@ class Transcriber:
         self.device = self.network.device
         self.lm = load_lm(self.options.lm, tokenizer, self.device) if self.options.lm else None
         self.sample_rate = self.network.sample_rate
-        self.pieces = tokenizer.pieces  # for word lists and word timings
+        self.pieces = tokenizer.pieces  # for word lists, grammars and word timings
+        self.grammar = Grammar.load(self.options.grammar) if self.options.grammar else None
+        self.token_grammar = TokenGrammar(self.grammar.automaton, self.pieces) \
+            if self.grammar else None
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, device: str = "auto",
                         vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16,
                         backend: str = "torch", **options) -> "Transcriber":
-        """Load a model directory; `options` override the decoding settings it was saved with.
+        """Load a model directory; `options` override the decoding settings it was saved with
+        (`grammar=FILE`: write only the sentences of that grammar).
 
         `backend="onnx"` runs the graphs `python -m asr.export` wrote (DIR/onnx, or DIR itself
         when it is an export directory) in onnxruntime, on the CPU."""
@@ -202,12 +205,13 @@ class Transcriber:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
         return [text for text, _ in self._batched(waves, scored=False)]
 
-    def transcribe_scored(self, waves: list[torch.Tensor]) -> list[tuple[str, float]]:
-        """`transcribe_waves`, each text with its confidence in (0, 1] (`decoding.confidence`):
-        how well the audio supports it, for rejecting what was not said clearly or at all."""
+    def transcribe_scored(self, waves: list[torch.Tensor]) -> list[tuple[str, Hypothesis]]:
+        """`transcribe_waves`, each text with its `Hypothesis`: its scores (`confidence`: how
+        well the audio supports it, for rejecting what was not said clearly or at all) and,
+        with a grammar, its n-best list and `garbage_ratio`."""
         return self._batched(waves, scored=True)
 
-    def _batched(self, waves: list[torch.Tensor], scored: bool) -> list[tuple[str, float]]:
+    def _batched(self, waves: list[torch.Tensor], scored: bool) -> list:
         """Every wave is checked as an array input is (`prepare_array`: finite, not over
         MAX_SECONDS), whichever entry point it came through."""
         rate = self.sample_rate
@@ -227,18 +231,18 @@ class Transcriber:
 
     def _hypotheses(self, waves: list[torch.Tensor], align: bool) -> list[Hypothesis]:
         """One batch, decoded with scores (and word frames with `align`)."""
-        return decode_hypotheses(self.network, *padded(waves, self.device), self.options, self.pieces,
-                                 self.lm, align)
+        return decode_hypotheses(self.network, *padded(waves, self.device), self.options,
+                                 self.pieces, self.lm, align, self.token_grammar)
 
-    def _decode(self, waves: list[torch.Tensor], scored: bool) -> list[tuple[str, float]]:
+    def _decode(self, waves: list[torch.Tensor], scored: bool) -> list:
         wave, lengths = padded(waves, self.device)
         if not scored:
             texts = decode_texts(self.network, self.tokenizer, wave, lengths, self.options,
-                                 self.lm)
-            return [(text, 1.0) for text in texts]
-        pieces = self.pieces if self.options.words is not None else None
-        found, sure = decode_scored(self.network, wave, lengths, self.options, pieces, self.lm)
-        return [(self.tokenizer.decode(ids), p) for ids, p in zip(found, sure, strict=True)]
+                                 self.lm, self.token_grammar)
+            return [(text, None) for text in texts]
+        found = decode_hypotheses(self.network, wave, lengths, self.options, self.pieces,
+                                  self.lm, grammar=self.token_grammar)
+        return [(self.tokenizer.decode(h.tokens), h) for h in found]
 
 
 def timed_words(tokenizer: Tokenizer, found: Hypothesis, origin: float, frame_seconds: float,

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from asr.assistant.grammar import Sentence
 from asr.checkpoint import save_text
+from asr.grammar import Sentence
 from recipes.fsdd.prepare import DIGITS
 from recipes.speech_commands.prepare import AUXILIARY, COMMANDS
 from recipes.voice_commands.synthesis import Job, synthesize_all

@@ -1,8 +1,11 @@
 """Report modules, classes and functions over the size limits newcomers can read in one sitting.
 
+The limits flag bloat, not length: a module that is one idea may be as long as the idea needs
+(whisper's decoding.py is 826 lines), so they sit well above a typical module.
+
     python tools/check_sizes.py [DIR ...]    # default: asr recipes tools; exit 1 if any is over
 
-Limits: a module 400 lines, a class 150, a function 50 (first to last line, docstring included).
+Limits: a module 600 lines, a class 300, a function 80 (first to last line, docstring included).
 One may be longer when its docstring says why, in a paragraph that starts with "Size:".
 """
 
@@ -11,7 +14,7 @@ import ast
 import sys
 from pathlib import Path
 
-LIMITS = {"module": 400, "class": 150, "function": 50}
+LIMITS = {"module": 600, "class": 300, "function": 80}
 REASON = "Size:"
 
 

@@ -39,11 +39,17 @@ from omegaconf.errors import OmegaConfBaseException
 
 from asr import CONF_DIR
 from asr.assistant.actions import ActionsConfig, Assistant
-from asr.assistant.grammar import GrammarError
-from asr.assistant.intents import Intent, IntentParser, load_grammar
+from asr.assistant.intents import (
+    Intent,
+    IntentParser,
+    calibrated_confidence,
+    grammar_file,
+    nbest_texts,
+)
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError, first_line
 from asr.cli import ArgumentParser, one_line
+from asr.grammar import Grammar, GrammarError
 from asr.transcriber import Transcriber
 from asr.untrusted import from_section
 from asr.vad import VAD_RATES, Endpointer, Utterance, VADConfig
@@ -133,8 +139,8 @@ class VoiceDemo:
     def _recognize(self, utterance: Utterance) -> tuple[str, Intent]:
         wave = resample(torch.from_numpy(utterance.samples), self.sample_rate,
                         self.transcriber.sample_rate)
-        text, sure = self.transcriber.transcribe_scored([wave])[0]
-        return text, self.parser.parse(text, sure)
+        text, found = self.transcriber.transcribe_scored([wave])[0]
+        return text, self.parser.parse(text, found, nbest_texts(self.transcriber, found))
 
     def handle(self, utterance: Utterance, heard: int, received: float,
                earlier: list[Turn] | None = None) -> Turn:
@@ -153,7 +159,7 @@ class VoiceDemo:
         if last is None or not last.early or utterance.start - last.end > (
                 self.vad.end_silence_ms + self.vad.pad_ms) / 1000:
             return None
-        whole = self.parser.parse(f"{last.text} {text}", last.intent.acoustic)
+        whole = self.parser.parse(f"{last.text} {text}")
         same = whole.understood and (whole.name, whole.slots) == (last.intent.name,
                                                                   last.intent.slots)
         return last if same else None
@@ -179,13 +185,17 @@ class VoiceDemo:
 def report(turn: Turn, parser: IntentParser) -> list[str]:
     """The lines printed for one utterance."""
     intent = turn.intent
-    sure = f"similarity {intent.similarity:.2f}" + (
-        f", acoustic confidence {intent.acoustic:.2f}" if intent.acoustic is not None else "")
+    if parser.search == "grammar":
+        sure = f"confidence {intent.confidence:.2f}"
+        needs = f"{parser.min_confidence:.2f}"
+    else:
+        sure = f"similarity {intent.similarity:.2f}" + (
+            f", acoustic confidence {intent.acoustic:.2f}" if intent.acoustic is not None else "")
+        needs = f"{parser.threshold:.2f} and {parser.min_confidence:.2f}"
     if intent.understood:
         meaning = f"{intent.describe()} ({sure})"
     elif intent.command:
-        meaning = (f"none (closest: \"{intent.command}\", {sure}; needs "
-                   f"{parser.threshold:.2f} and {parser.min_confidence:.2f})")
+        meaning = f"none (closest: \"{intent.command}\", {sure}; needs {needs})"
     else:
         meaning = "none (nothing was recognised)"
     return [f"[{turn.start:.2f}-{turn.end:.2f} s] heard: \"{turn.text}\"",
@@ -267,11 +277,17 @@ def load_config(overrides: list[str]) -> DictConfig:
 
 def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     """The demo's parts from its config; the model is loaded here (the slow part)."""
-    transcriber = Transcriber.from_pretrained(cfg.model_dir, device=cfg.device)
+    intents = dict(_plain(cfg.intents) or {})
+    path = grammar_file(cfg.model_dir, cfg.grammar)
+    inside = intents.get("search", "grammar") == "grammar"  # the search writes only its sentences
+    transcriber = Transcriber.from_pretrained(cfg.model_dir, device=cfg.device,
+                                              **({"grammar": str(path)} if inside else {}))
     actions = from_section(ActionsConfig, _plain(cfg.actions), "actions")
     assistant = Assistant(actions, announce=lambda line: console(f"** {line}"))
-    grammar = load_grammar(cfg.model_dir, cfg.grammar)
-    parser = from_section(IntentParser, {"grammar": grammar, **_plain(cfg.intents)}, "intents")
+    if intents.get("min_confidence") is None:
+        intents["min_confidence"] = calibrated_confidence(cfg.model_dir) if inside else 0.0
+    grammar = transcriber.grammar if inside else Grammar.load(path)
+    parser = from_section(IntentParser, {"grammar": grammar, **intents}, "intents")
     vad = from_section(VADConfig, _plain(cfg.vad), "vad")
     return VoiceDemo(transcriber, parser, assistant, vad, cfg.sample_rate, console, cfg.early_ms)
 

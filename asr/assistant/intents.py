@@ -3,41 +3,61 @@
     python -m asr.assistant.intents --model exp/voice_commands command.wav ...        # intent and slots
     python -m asr.assistant.intents --model DIR --json a.wav b.flac                  # one JSON per file
     python -m asr.assistant.intents evaluate --model DIR --manifest commands.jsonl   # acceptance rate
+    python -m asr.assistant.intents calibrate --model DIR --manifest dev.jsonl       # the threshold
 
-The model transcribes; the transcript is matched to the grammar (`asr.assistant.grammar`: a Rhino
-context file, by default the model directory's `grammar.yaml`) by word edit distance, so a
-small recognition error ("show me my fotos") still lands on its command. Two numbers decide
-whether the utterance is understood: the similarity of the transcript to the nearest grammar
-sentence (`threshold`), and the acoustic confidence of the transcript (`min_confidence`:
-`asr.decoding.confidence`, how well the audio supports it). Speech that is no command is
-refused by either: a model trained to say nothing for other speech says nothing or something
-far from the grammar, and when it does produce a command sentence, the audio supports it
-poorly. Slot values always come from the grammar, never from the transcript.
+The grammar (`asr.grammar`: a Rhino context file, by default the model directory's
+`grammar.yaml`) is searched in one of two ways (`search`):
+
+- `grammar` (the default), as Rhino, Vosk or pocketsphinx with a grammar do: the decoder's
+  beam search writes only the grammar's sentences (`decode.grammar`), and the intent and every
+  slot are read off the winning sentence's path (`Grammar.parse`). Whether the utterance is a
+  command at all is a likelihood ratio: the same audio scored against the best free path,
+  which may say anything (`asr.decoding.garbage_ratio`, per frame); `confidence` is
+  exp(-ratio), and an utterance is refused below `min_confidence`. That threshold is
+  calibrated on dev when the model is trained (`calibrate`, stored in the model directory's
+  `intents.json`); a model without it uses DEFAULT_MIN_CONFIDENCE. The n-best sentences give
+  the other readings with their probabilities (`Intent.alternatives`), so an application can
+  ask "did you mean ...?" when two are close.
+- `free`: the model transcribes freely and the transcript is matched to the nearest grammar
+  sentence by word edit distance (`Grammar.match`); it counts when its similarity reaches
+  `threshold` and the transcript's acoustic confidence (`asr.decoding.teacher_forced`)
+  reaches `min_confidence`.
+
+Slot values always come from the grammar, as it writes them, never from the transcript.
 
 `evaluate` prints the command acceptance rate (Picovoice's metric): the share of utterances
 whose intent and every slot value are right, a non-command (manifest `intent` null) counting
-as right when it is refused; with a breakdown per intent.
+as right when it is refused; with a breakdown per intent. `calibrate` picks the grammar
+search's `min_confidence` on a dev manifest: the lowest that accepts at most
+CALIBRATION_FALSE_ACCEPTANCE of its non-commands, written to DIR/intents.json.
 """
 
 import argparse
 import json
+import math
 import sys
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from asr.assistant.grammar import Grammar, GrammarError
 from asr.audio import AudioError, load_audio
-from asr.checkpoint import ModelDirError
+from asr.checkpoint import ModelDirError, first_line, save_text
 from asr.cli import ArgumentParser, print_error, save_report, tsv_field
 from asr.data import ManifestError, audio_path
+from asr.decoding import Hypothesis
+from asr.grammar import Grammar, GrammarError
 from asr.progress import progress
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
 from asr.untrusted import UntrustedInputError, check_fields, check_ranges, read_text
 
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
+CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated on dev
 MAX_MANIFEST_BYTES = 256 << 20
+SEARCHES = ("grammar", "free")
+DEFAULT_THRESHOLD = 0.85  # free search: lowest similarity to a grammar sentence that counts
+DEFAULT_MIN_CONFIDENCE = 0.5  # grammar search, uncalibrated: lowest exp(-garbage ratio)
+CALIBRATION_FALSE_ACCEPTANCE = 0.01  # `calibrate`: the share of dev non-commands accepted
 
 
 @dataclass(frozen=True)
@@ -46,11 +66,12 @@ class Intent:
 
     name: str | None
     slots: dict[str, str] = field(default_factory=dict)
-    confidence: float = 0.0  # similarity x acoustic confidence
+    confidence: float = 0.0  # grammar search: exp(-garbage ratio); free: similarity x acoustic
     text: str = ""  # the transcript, normalised
     command: str = ""  # the grammar sentence it came closest to
     similarity: float = 0.0  # of the transcript to that sentence (1: it is one)
-    acoustic: float | None = None  # how well the audio supports the transcript (None: text only)
+    acoustic: float | None = None  # the confidence's acoustic part (None: text only)
+    alternatives: tuple[dict, ...] = ()  # grammar search: readings of the n-best, most likely first
 
     @property
     def understood(self) -> bool:
@@ -64,18 +85,56 @@ class Intent:
 
 @dataclass(frozen=True)
 class IntentParser:
-    """Transcript (and its acoustic confidence) -> Intent, for one grammar."""
+    """Transcript (and the search's `Hypothesis` of it) -> Intent, for one grammar."""
 
     grammar: Grammar
-    threshold: float = 0.85  # lowest similarity to a grammar sentence that counts
-    min_confidence: float = 0.0  # lowest acoustic confidence that counts
+    search: str = "grammar"  # how the transcript was found (see the module docstring)
+    threshold: float = DEFAULT_THRESHOLD  # free search: lowest similarity that counts
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE  # lowest (acoustic) confidence that counts
 
     def __post_init__(self) -> None:
         check_fields(self, "intents")
         check_ranges(self, "intents", threshold=(0, 1), min_confidence=(0, 1))
+        if self.search not in SEARCHES:
+            raise ValueError(f"intents.search must be one of {SEARCHES}, got {self.search!r}")
 
-    def parse(self, text: str, acoustic: float | None = None) -> Intent:
-        heard = normalize_text(text)
+    def parse(self, text: str, found: Hypothesis | None = None,
+              nbest: list[tuple[str, float]] | None = None) -> Intent:
+        """The intent of `text`; `found` (None: the text alone, as typed) carries the audio's
+        scores, `nbest` the grammar search's sentences with their scores, best first."""
+        if self.search == "free":
+            return self._match(normalize_text(text), None if found is None else found.confidence)
+        return self._read(normalize_text(text), found, nbest or [])
+
+    def _read(self, heard: str, found: Hypothesis | None, nbest: list[tuple[str, float]]
+              ) -> Intent:
+        reading = self.grammar.parse(heard)
+        if reading is None:
+            return Intent(None, text=heard)
+        ratio = 0.0 if found is None or found.garbage_ratio is None else found.garbage_ratio
+        sure = math.exp(-ratio)
+        acoustic = None if found is None else sure
+        refused = sure < self.min_confidence
+        return Intent(None if refused else reading.intent, {} if refused else reading.values,
+                      sure, heard, heard, 1.0, acoustic, self._alternatives(nbest))
+
+    def _alternatives(self, nbest: list[tuple[str, float]]) -> tuple[dict, ...]:
+        """The n-best sentences' readings, each once, with the probability the search gives it
+        among them (a softmax over their scores)."""
+        if not nbest:
+            return ()
+        weights = [math.exp(score - nbest[0][1]) for _, score in nbest]
+        readings: dict[str, dict] = {}
+        for (text, _), weight in zip(nbest, weights, strict=True):
+            reading = self.grammar.parse(text)
+            if reading is not None:
+                key = json.dumps([reading.intent, reading.values], sort_keys=True)
+                row = readings.setdefault(key, {"intent": reading.intent,
+                                                "slots": reading.values, "probability": 0.0})
+                row["probability"] += weight / sum(weights)
+        return tuple(sorted(readings.values(), key=lambda r: -r["probability"]))
+
+    def _match(self, heard: str, acoustic: float | None) -> Intent:
         match = self.grammar.match(heard)
         if match is None:
             return Intent(None, text=heard, acoustic=acoustic)
@@ -86,13 +145,40 @@ class IntentParser:
                       confidence, heard, match.sentence, match.similarity, acoustic)
 
 
-def load_grammar(model_dir: str | Path, grammar: str | Path | None = None) -> Grammar:
+def grammar_file(model_dir: str | Path, grammar: str | Path | None = None) -> Path:
     """The grammar file given, else the model directory's grammar.yaml."""
     path = Path(grammar) if grammar else Path(model_dir) / GRAMMAR_FILE
     if not grammar and not path.is_file():
         raise GrammarError(f"{model_dir}: no {GRAMMAR_FILE} in the model directory; name a "
                            "grammar file (--grammar FILE, or grammar=FILE in the demo)")
-    return Grammar.load(path)
+    return path
+
+
+def load_grammar(model_dir: str | Path, grammar: str | Path | None = None) -> Grammar:
+    """The grammar file given, else the model directory's grammar.yaml, read."""
+    return Grammar.load(grammar_file(model_dir, grammar))
+
+
+def calibrated_confidence(model_dir: str | Path) -> float:
+    """The grammar search's `min_confidence` calibrated for this model (DIR/intents.json),
+    else DEFAULT_MIN_CONFIDENCE. The file is untrusted: a bad one is a one-line error."""
+    path = Path(model_dir) / CALIBRATION_FILE
+    if not path.is_file():
+        return DEFAULT_MIN_CONFIDENCE
+    try:
+        value = json.loads(read_text(path, 1 << 16, "the calibration")).get("min_confidence")
+    except (UntrustedInputError, json.JSONDecodeError, AttributeError) as err:
+        raise ModelDirError(f"{path}: not a calibration file ({first_line(err)})") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ModelDirError(f"{path}: min_confidence must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def nbest_texts(transcriber: Transcriber, found: Hypothesis | None) -> list[tuple[str, float]]:
+    """The grammar search's n-best sentences as texts, with their scores."""
+    if found is None or not found.nbest:
+        return []
+    return [(transcriber.tokenizer.decode(ids), score) for ids, score in found.nbest]
 
 
 class IntentRecognizer:
@@ -107,17 +193,28 @@ class IntentRecognizer:
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path, grammar: str | Path | None = None,
-                        device: str = "cpu", threshold: float = 0.85,
-                        min_confidence: float = 0.0) -> "IntentRecognizer":
-        parser = IntentParser(load_grammar(model_dir, grammar), threshold, min_confidence)
-        return cls(Transcriber.from_pretrained(model_dir, device=device, vad=None), parser)
+                        device: str = "cpu", search: str = "grammar",
+                        threshold: float = DEFAULT_THRESHOLD,
+                        min_confidence: float | None = None) -> "IntentRecognizer":
+        """`min_confidence` None: the model's calibrated value (grammar search), 0 (free)."""
+        path = grammar_file(model_dir, grammar)
+        if search == "grammar":  # the search writes only grammar sentences: load it there
+            transcriber = Transcriber.from_pretrained(model_dir, device=device, vad=None,
+                                                      grammar=str(path))
+            loaded = transcriber.grammar
+        else:
+            transcriber = Transcriber.from_pretrained(model_dir, device=device, vad=None)
+            loaded = Grammar.load(path)
+        if min_confidence is None:
+            min_confidence = calibrated_confidence(model_dir) if search == "grammar" else 0.0
+        return cls(transcriber, IntentParser(loaded, search, threshold, min_confidence))
 
     def recognize(self, audio: list) -> list[Intent]:
         """Each input (a path, or a waveform at the model's rate) is one utterance."""
         rate = self.transcriber.sample_rate
         waves = [load_audio(a, rate) if isinstance(a, str | Path) else a for a in audio]
-        return [self.parser.parse(text, sure)
-                for text, sure in self.transcriber.transcribe_scored(waves)]
+        return [self.parser.parse(text, found, nbest_texts(self.transcriber, found))
+                for text, found in self.transcriber.transcribe_scored(waves)]
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -183,8 +280,35 @@ def _command_row(line: str, root: Path) -> tuple[str, str | None, dict[str, str]
     return audio_path(row.get("audio_filepath"), root), intent, slots
 
 
+Result = tuple[str | None, dict[str, str], Intent]  # expected intent and slots, what was heard
+
+
 def evaluate(recognizer: IntentRecognizer, manifest: str | Path, batch: int = 32) -> dict:
     """Score every row of a manifest (`read_commands`)."""
+    return acceptance(recognize_manifest(recognizer, manifest, batch))
+
+
+def at_confidence(results: list[Result], min_confidence: float) -> list[Result]:
+    """The results as a parser with this `min_confidence` would have given them."""
+    return [(name, slots, intent if intent.confidence >= min_confidence
+             else replace(intent, name=None, slots={})) for name, slots, intent in results]
+
+
+def calibrate(results: list[Result]) -> float:
+    """The lowest `min_confidence` at which at most CALIBRATION_FALSE_ACCEPTANCE of the
+    non-commands are accepted (results found with min_confidence 0)."""
+    accepted = sorted((intent.confidence for name, _, intent in results
+                       if name is None and intent.understood), reverse=True)
+    non_commands = sum(name is None for name, _, _ in results)
+    allowed = math.floor(CALIBRATION_FALSE_ACCEPTANCE * non_commands)
+    if len(accepted) <= allowed:
+        return 0.0
+    return min(1.0, math.nextafter(accepted[allowed], math.inf))
+
+
+def recognize_manifest(recognizer: IntentRecognizer, manifest: str | Path,
+                       batch: int = 32) -> list[Result]:
+    """What the recognizer makes of every row of a manifest (`read_commands`)."""
     rows = read_commands(manifest)
     results: list[tuple[str | None, dict, Intent]] = []
     with progress(total=len(rows), desc="evaluating", unit="utt") as bar:
@@ -194,7 +318,7 @@ def evaluate(recognizer: IntentRecognizer, manifest: str | Path, batch: int = 32
             results += [(name, slots, intent)
                         for (_, name, slots), intent in zip(chunk, heard, strict=True)]
             bar.update(len(chunk))
-    return acceptance(results)
+    return results
 
 
 def format_report(report: dict) -> str:
@@ -213,22 +337,44 @@ def format_report(report: dict) -> str:
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
-    evaluating = bool(argv) and argv[0] == "evaluate"
+    command = argv[0] if argv and argv[0] in ("evaluate", "calibrate") else None
     parser = ArgumentParser(
-        prog="python -m asr.assistant.intents" + (" evaluate" if evaluating else ""),
-        description="Score intents on a manifest." if evaluating else __doc__.splitlines()[0])
+        prog="python -m asr.assistant.intents" + (f" {command}" if command else ""),
+        description={"evaluate": "Score intents on a manifest.",
+                     "calibrate": "Choose the grammar search's min_confidence on dev."}.get(
+                         command or "", __doc__.splitlines()[0]))
     parser.add_argument("--model", required=True, help="model directory")
     parser.add_argument("--grammar", help="grammar file (default: the model's grammar.yaml)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threshold", type=float, default=0.85)
-    parser.add_argument("--min-confidence", type=float, default=0.0)
-    if evaluating:
+    if command != "calibrate":
+        parser.add_argument("--search", choices=SEARCHES, default="grammar",
+                            help="search inside the grammar, or transcribe freely and match")
+        parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                            help="free search: lowest similarity to a grammar sentence")
+        parser.add_argument("--min-confidence", type=float,
+                            help="lowest confidence that counts (default: the model's "
+                                 f"calibrated one, else {DEFAULT_MIN_CONFIDENCE}; free: 0)")
+    if command:
         parser.add_argument("--manifest", required=True)
         parser.add_argument("--json", metavar="FILE", help="also write the report as JSON")
         return parser.parse_args(argv[1:])
     parser.add_argument("--json", action="store_true", help="one JSON object per file")
     parser.add_argument("files", nargs="+")
     return parser.parse_args(argv)
+
+
+def _calibrate(args: argparse.Namespace) -> dict:
+    """Pick min_confidence on the manifest, write DIR/intents.json, return the report there."""
+    recognizer = IntentRecognizer.from_pretrained(args.model, args.grammar, args.device,
+                                                  min_confidence=0.0)
+    results = recognize_manifest(recognizer, args.manifest)
+    chosen = calibrate(results)
+    report = acceptance(at_confidence(results, chosen))
+    saved = {"min_confidence": chosen, "manifest": str(args.manifest),
+             "false_acceptance_target": CALIBRATION_FALSE_ACCEPTANCE, "dev": report}
+    save_text(json.dumps(saved, indent=1) + "\n", Path(args.model) / CALIBRATION_FILE)
+    print(f"min_confidence {chosen:.4f} (written to {Path(args.model) / CALIBRATION_FILE})")
+    return report
 
 
 def _print_intents(recognizer: IntentRecognizer, files: list[str], as_json: bool) -> int:
@@ -251,11 +397,15 @@ def _print_intents(recognizer: IntentRecognizer, files: list[str], as_json: bool
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(sys.argv[1:] if argv is None else argv)
     try:
-        recognizer = IntentRecognizer.from_pretrained(args.model, args.grammar, args.device,
-                                                      args.threshold, args.min_confidence)
-        if "manifest" not in args:
-            return _print_intents(recognizer, args.files, args.json)
-        report = evaluate(recognizer, args.manifest)
+        if "search" not in args:
+            report = _calibrate(args)
+        else:
+            recognizer = IntentRecognizer.from_pretrained(
+                args.model, args.grammar, args.device, args.search, args.threshold,
+                args.min_confidence)
+            if "manifest" not in args:
+                return _print_intents(recognizer, args.files, args.json)
+            report = evaluate(recognizer, args.manifest)
         if args.json:
             save_report(report, args.json)
     except (GrammarError, ModelDirError, ManifestError, AudioError, ValueError) as err:

@@ -4,8 +4,7 @@ from collections.abc import Iterable
 
 import torch
 
-from asr.decode_batch import decode_texts
-from asr.decoding import DecodingOptions
+from asr.decoding import DecodingOptions, decode_texts
 from asr.distributed import Distributed, gather_objects
 from asr.metrics import error_rate
 from asr.model import SpeechTransformer

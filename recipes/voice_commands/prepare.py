@@ -3,7 +3,7 @@
     python -m recipes.voice_commands.prepare --out data/voice_commands
     python -m recipes.voice_commands.prepare --grammar coffee.yaml --out data/coffee
 
-The grammar is a Rhino context file (`asr/assistant/grammar.py`; default: commands.yaml beside this
+The grammar is a Rhino context file (`asr/grammar/__init__.py`; default: commands.yaml beside this
 file). Each intent's sentences are enumerated when there are at most POOL sentences, and
 sampled otherwise, so a grammar that expands to millions of sentences costs no more than a
 small one. Train, dev and test differ in both sentences and voices, so the test word error rate measures
@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from asr.assistant.grammar import Grammar, GrammarError, Sentence
 from asr.checkpoint import atomic_write, save_text
+from asr.grammar import Grammar, GrammarError, Sentence
 from recipes.voice_commands.real import real_records
 from recipes.voice_commands.sentence_splits import (
     SPLITS,

@@ -41,6 +41,8 @@ $py -m recipes.voice_commands.prepare --grammar "$grammar" --out "$data" \
 $py -m asr.train experiment=$experiment data.root="$data" trainer.out_dir="$model" \
   trainer.resume=true "${overrides[@]}"
 cp "$data/grammar.yaml" "$model/grammar.yaml"
+# the grammar search's rejection threshold, chosen on dev (held-out voices, real non-commands)
+$py -m asr.assistant.intents calibrate --model "$model" --manifest "$data/dev.jsonl"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \
   --json "$model/test_results.json" | tee "$model/test_wer.txt"
 $py -m recipes.breakdown "$model/test_results.json" "$data/test.jsonl" engine
@@ -49,7 +51,7 @@ if [ -f "$data/test_real.jsonl" ]; then  # people never heard in training (../sh
     --json "$model/test_real_results.json"
   $py -m recipes.breakdown "$model/test_real_results.json" "$data/test_real.jsonl" source
 fi
-for manifest in test test_real test_other; do  # intents: command acceptance, false acceptance
+for manifest in test test_real test_other; do  # intents (grammar search): acceptance, false acceptance
   if [ -f "$data/$manifest.jsonl" ]; then
     echo "intents, $manifest:"
     $py -m asr.assistant.intents evaluate --model "$model" --manifest "$data/$manifest.jsonl" \

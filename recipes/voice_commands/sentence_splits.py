@@ -10,7 +10,7 @@ import math
 import random
 from collections import defaultdict
 
-from asr.assistant.grammar import Grammar, Sentence
+from asr.grammar import Grammar, Sentence
 
 SPLITS = ("train", "dev", "test")  # the corpus splits, in the order their seeds are drawn
 # Sentences per intent at most: enumerated below this, sampled above it.

@@ -17,7 +17,7 @@ import librosa
 import numpy as np
 import soundfile as sf
 
-from asr.assistant.grammar import Sentence
+from asr.grammar import Sentence
 from asr.progress import progress
 from recipes.voice_commands.sentence_splits import SPLITS
 from recipes.voice_commands.synthetic_voices import FLITE_F0, Voice

@@ -11,7 +11,7 @@ TRANSCRIBE = "asr.transcribe"
 EVALUATE = "asr.evaluate"
 TRAIN = "asr.train"
 INTENTS = "asr.assistant.intents"
-GRAMMAR = "asr.assistant.grammar"
+GRAMMAR = "asr.grammar"
 ACTIONS = "asr.assistant.actions"
 DEMO = "asr.assistant.demo"
 

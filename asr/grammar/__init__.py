@@ -18,34 +18,38 @@ macro's phrases. Slot types are the file's `slots` or the built-in `pv.SingleDig
 `pv.TwoDigitOrdinal` (first ...), whose values are reported as digits ("25"). A Rhino user's file
 works unchanged.
 
-The grammar turns into three things: `sentences()` enumerates a small grammar and samples a
-large one (a coffee machine's can expand to millions of sentences), for synthesising a training
-corpus; `count()` says how many there are without expanding them; and `match()` finds the
-grammar sentence nearest to a transcript, by a word-level edit distance between the transcript
-and each expression's word graph, so a large grammar is matched without being expanded. Slot
-values come back exactly as the file writes them, never from the transcript.
+The grammar turns into four things: `automaton`, a word graph that a search walks lazily (the
+decoder's grammar search, `asr.logit_filters.GrammarConstraint`, writes only its sentences);
+`parse()`, the intent and slots read off a sentence's path; `sentences()` enumerates a small
+grammar and samples a large one (a coffee machine's can expand to millions of sentences), for
+synthesising a training corpus, and `count()` says how many there are without expanding them;
+and `match()`, for a free transcript, finds the nearest grammar sentence by a word-level edit
+distance against each expression's word graph. Slot values come back exactly as the file
+writes them, never from the transcript.
 
 The file is untrusted input: its size is bounded, YAML aliases are refused (they can expand a
 few hundred bytes into gigabytes), and every problem is one `GrammarError` line naming the file,
 the line and what is wrong.
 
-The parts: `grammar_elements` (what an expression is made of), `grammar_reader` (the file),
-`grammar_expansion` (counting, enumerating, sampling) and `grammar_matching` (transcript ->
-nearest sentence); `Grammar` puts them together.
+The parts: `elements` (what an expression is made of), `reader` (the file), `automaton` (the
+search's graph and parsing), `expansion` (counting, enumerating, sampling) and `matching` (free
+transcript -> nearest sentence); `Grammar` puts them together.
 """
 
 import random
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
-from asr.assistant.grammar_elements import BUILTIN_SLOTS, Expression, Sentence, SlotTypes
-from asr.assistant.grammar_expansion import count_expansions, draw, expand, weighted_index
-from asr.assistant.grammar_matching import WordGraph, WordIndex
-from asr.assistant.grammar_reader import GrammarError, read_grammar
+from asr.grammar.automaton import GrammarTooLarge, Reading, WordAutomaton
+from asr.grammar.elements import BUILTIN_SLOTS, Expression, Sentence, SlotTypes
+from asr.grammar.expansion import count_expansions, draw, expand, weighted_index
+from asr.grammar.matching import WordGraph, WordIndex
+from asr.grammar.reader import GrammarError, read_grammar
 from asr.text import normalize_text
 from asr.untrusted import UntrustedInputError, read_text
 
-__all__ = ["MAX_BYTES", "Grammar", "GrammarError", "Match", "Sentence"]
+__all__ = ["MAX_BYTES", "Grammar", "GrammarError", "Match", "Reading", "Sentence"]
 
 MAX_BYTES = 1 << 20  # a grammar file larger than this is refused
 
@@ -56,8 +60,19 @@ class Grammar:
     def __init__(self, expressions: list[Expression], slots: SlotTypes,
                  source: str = "<grammar>") -> None:
         self.expressions, self.slots, self.source = expressions, {**BUILTIN_SLOTS, **slots}, source
-        self._graphs = [WordGraph(e.elements, self.slots) for e in expressions]
-        self._index = WordIndex([graph.vocabulary for graph in self._graphs])
+        try:
+            self.automaton = WordAutomaton(expressions, self.slots)
+        except GrammarTooLarge as err:
+            raise GrammarError(f"{source}: {err}") from None
+
+    @cached_property
+    def _graphs(self) -> list[WordGraph]:
+        """Each expression's graph for `match` (built on first use: the search needs none)."""
+        return [WordGraph(e.elements, self.slots) for e in self.expressions]
+
+    @cached_property
+    def _index(self) -> WordIndex:
+        return WordIndex([graph.vocabulary for graph in self._graphs])
 
     @classmethod
     def load(cls, path: str | Path) -> "Grammar":
@@ -104,13 +119,22 @@ class Grammar:
                 _keep(found, Sentence(" ".join(words), intent, dict(slots), core))
         return sorted(found.values(), key=lambda s: s.text)
 
+    def parse(self, text: str) -> Reading | None:
+        """The intent and slots of a grammar sentence (normalised), read off its path; None
+        when the text is no sentence of the grammar."""
+        return self.automaton.parse(normalize_text(text).split())
+
     def match(self, text: str, shortlist: int = 8) -> "Match | None":
-        """The grammar sentence nearest to `text` (normalised) by word edit distance, with its
-        intent and slots; None for an empty text. Only the `shortlist` expressions sharing
-        the most (rare) words with the text are searched."""
+        """The grammar sentence nearest to `text` (normalised), with its intent and slots: the
+        text itself when it is a sentence (similarity 1), else the nearest by word edit
+        distance, searched in the `shortlist` expressions sharing the most (rare) words with
+        the text. None for an empty text."""
         words = normalize_text(text).split()
         if not words:
             return None
+        exact = self.automaton.parse(words)
+        if exact is not None:
+            return Match(exact.intent, exact.values, 1.0, " ".join(words))
         best: Match | None = None
         for index in self._index.candidates(words, shortlist):
             found = self._graphs[index].align(words)

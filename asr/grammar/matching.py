@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
-from asr.assistant.grammar_elements import Slot, Word
+from asr.grammar.elements import Slot, Word
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A grammar expression's sentences: counted without expanding them, enumerated, or drawn.
 
-Each function walks an expression's elements (`asr.assistant.grammar_elements`) with the
+Each function walks an expression's elements (`asr.grammar.elements`) with the
 grammar's slot types (`slots`: type -> (spoken, value) pairs) and yields (words, slots, core)
 triples: the words said, the slot values filled, and whether no optional part was said.
 """
@@ -9,7 +9,7 @@ import random
 from collections.abc import Iterator
 from functools import cache
 
-from asr.assistant.grammar_elements import Slot, Word
+from asr.grammar.elements import Slot, Word
 
 Expansion = tuple[tuple[str, ...], tuple[tuple[str, str], ...], bool]
 

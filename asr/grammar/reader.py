@@ -3,7 +3,7 @@ one `GrammarError` line naming the file, the line and what is wrong.
 
 The text is untrusted: YAML aliases and deep nesting are refused before any loader builds it
 (`asr.untrusted.check_yaml`), and each expression string is parsed by a small recursive-descent
-parser (`_Expr`) into the elements of `asr.assistant.grammar_elements`.
+parser (`_Expr`) into the elements of `asr.grammar.elements`.
 """
 
 import re
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import yaml
 
-from asr.assistant.grammar_elements import BUILTIN_SLOTS, Choice, Expression, Slot, SlotTypes, Word
+from asr.grammar.elements import BUILTIN_SLOTS, Choice, Expression, Slot, SlotTypes, Word
 from asr.text import normalize_text
 from asr.untrusted import UntrustedInputError, check_yaml
 

@@ -1,0 +1,342 @@
+"""A grammar as a word automaton that a search walks lazily, and as the token rule built on it.
+
+`WordAutomaton` compiles a grammar's expressions into one nondeterministic word graph (as
+Kaldi or Vosk compile a JSGF grammar into an FST, here without expanding it): a word is an
+arc, a choice or a skipped optional is an empty arc, and a slot is one arc into its type's
+value trie, shared by every use of the slot, so the graph grows with the grammar's text, not
+with its sentences (a coffee machine's 120 million sentences are a few thousand arcs).
+
+A search never sees the graph: it holds a state (the set of graph positions its words so far
+reach) and asks which words may follow, which state a word leads to, and whether a sentence
+may end there. States are built on first use and remembered (a lazy subset construction), so
+a grammar of 10^8 sentences costs what the searches visit.
+
+`parse` reads the intent and every slot of a grammar sentence off its path, with the words
+each slot spans. `TokenGrammar` lifts the automaton to sentencepiece tokens for the decoder's
+search (`asr.logit_filters.GrammarConstraint`): the tokens a hypothesis may write next, cached
+per (state, partial word).
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from asr.grammar.elements import Choice, Expression, Slot, SlotTypes, Word
+from asr.tokenizer import EOS_ID, WORD_START
+
+MAX_ARCS = 1_000_000  # a grammar whose graph needs more arcs is refused (its memory is bounded)
+MAX_STATES = 100_000  # remembered search states; past this the memory of them starts again
+MAX_PARSE_WORDS = 100  # longer texts are not parsed (no command is that long; bounds recursion)
+DEAD = -1  # the state of a word sequence that leaves the grammar
+
+
+class GrammarTooLarge(ValueError):
+    """The grammar's graph would need more than MAX_ARCS arcs."""
+
+
+@dataclass(frozen=True)
+class SlotSpan:
+    """A slot filled on a sentence's path: its value as the grammar writes it, and the words
+    (indices, end exclusive) that said it."""
+
+    name: str
+    value: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a grammar sentence means: the expression (and so the intent) its path runs
+    through, and the slots on that path."""
+
+    intent: str
+    expression: int
+    slots: tuple[SlotSpan, ...] = field(default=())
+
+    @property
+    def values(self) -> dict[str, str]:
+        return {span.name: span.value for span in self.slots}
+
+
+class _Trie:
+    """A slot type's spoken values, word by word: node 0 is the root."""
+
+    def __init__(self, values: tuple[tuple[str, str], ...]) -> None:
+        self.children: list[dict[str, int]] = [{}]
+        self.value: list[str | None] = [None]
+        for spoken, value in values:
+            node = 0
+            for word in spoken.split():
+                if word not in self.children[node]:
+                    self.children[node][word] = len(self.children)
+                    self.children.append({})
+                    self.value.append(None)
+                node = self.children[node][word]
+            self.value[node] = value
+
+
+class WordAutomaton:
+    """The grammar's word graph, and the search states over it (see the module docstring).
+
+    Graph positions are ints (a node) or (slot arc, trie node) pairs (inside a slot value).
+    A state is an int naming a set of positions; state 0 is the start.
+    """
+
+    def __init__(self, expressions: list[Expression], slots: SlotTypes) -> None:
+        self.expressions = expressions
+        self.empty: list[list[int]] = [[]]  # node -> targets of its empty arcs
+        self.words: list[dict[str, list[int]]] = [{}]  # node -> word -> targets
+        self.slot_arcs: list[list[int]] = [[]]  # node -> the slot arcs leaving it
+        self.slot_arc: list[tuple[Slot, int]] = []  # slot arc -> (slot, target node)
+        self.final: dict[int, int] = {}  # end node -> expression index
+        self.tries = {name: _Trie(values) for name, values in slots.items()}
+        self.arcs = 0
+        for index, expression in enumerate(expressions):
+            start = self._node()
+            self._arc(0, start)
+            self.final[self._build(expression.elements, start)] = index
+        self._states: list[frozenset] = []
+        self._ids: dict[frozenset, int] = {}
+        self._next: dict[tuple[int, str], int] = {}
+        self._allowed: dict[int, frozenset[str]] = {}
+        self._add_state(self._closure([0]))
+
+    # ---------------------------------------------------------------- the graph
+
+    def _node(self) -> int:
+        self.empty.append([])
+        self.words.append({})
+        self.slot_arcs.append([])
+        return len(self.empty) - 1
+
+    def _count_arc(self) -> None:
+        self.arcs += 1
+        if self.arcs > MAX_ARCS:
+            raise GrammarTooLarge(f"the grammar's graph needs more than {MAX_ARCS} arcs")
+
+    def _arc(self, source: int, target: int, word: str | None = None) -> None:
+        self._count_arc()
+        if word is None:
+            self.empty[source].append(target)
+        else:
+            self.words[source].setdefault(word, []).append(target)
+
+    def _build(self, elements: tuple, start: int) -> int:
+        for element in elements:
+            end = self._node()
+            if isinstance(element, Word):
+                self._arc(start, end, element.text)
+            elif isinstance(element, Slot):
+                self._count_arc()
+                self.slot_arcs[start].append(len(self.slot_arc))
+                self.slot_arc.append((element, end))
+            else:
+                self._choice(element, start, end)
+            start = end
+        return start
+
+    def _choice(self, choice: Choice, start: int, end: int) -> None:
+        for option in choice.options:
+            first = self._node()
+            self._arc(start, first)
+            self._arc(self._build(option, first), end)
+        if choice.optional:
+            self._arc(start, end)
+
+    # ---------------------------------------------------------------- search states
+
+    def _closure(self, positions: list) -> frozenset:
+        """The positions reachable by empty arcs (and by ending a slot value); only those that
+        say something or end a sentence are kept, so equal futures make equal states."""
+        seen, stack = set(), list(positions)
+        while stack:
+            position = stack.pop()
+            if position in seen:
+                continue
+            seen.add(position)
+            if isinstance(position, int):
+                stack += self.empty[position]
+            else:
+                arc, node = position
+                slot, target = self.slot_arc[arc]
+                if self.tries[slot.type].value[node] is not None:
+                    stack.append(target)
+        return frozenset(p for p in seen if not isinstance(p, int) or self.words[p]
+                         or self.slot_arcs[p] or p in self.final)
+
+    def _add_state(self, positions: frozenset) -> int:
+        if not positions:
+            return DEAD
+        if positions not in self._ids:
+            if len(self._states) >= MAX_STATES:  # start the memory of states again
+                self._states, self._ids, self._next, self._allowed = [], {}, {}, {}
+                self._add_state(self._closure([0]))
+            self._ids[positions] = len(self._states)
+            self._states.append(positions)
+        return self._ids[positions]
+
+    def step(self, state: int, word: str) -> int:
+        """The state after `word` (DEAD: the grammar does not allow it here)."""
+        if state == DEAD:
+            return DEAD
+        key = (state, word)
+        if key not in self._next:
+            self._next[key] = self._add_state(self._closure(self._moves(state, word)))
+        return self._next[key]
+
+    def _moves(self, state: int, word: str) -> list:
+        moves: list = []
+        for position in self._states[state]:
+            if isinstance(position, int):
+                moves += self.words[position].get(word, [])
+                for arc in self.slot_arcs[position]:
+                    child = self.tries[self.slot_arc[arc][0].type].children[0].get(word)
+                    if child is not None:
+                        moves.append((arc, child))
+            else:
+                arc, node = position
+                child = self.tries[self.slot_arc[arc][0].type].children[node].get(word)
+                if child is not None:
+                    moves.append((arc, child))
+        return moves
+
+    def allowed(self, state: int) -> frozenset[str]:
+        """The words that may follow in this state."""
+        if state == DEAD:
+            return frozenset()
+        if state not in self._allowed:
+            words: set[str] = set()
+            for position in self._states[state]:
+                if isinstance(position, int):
+                    words.update(self.words[position])
+                    for arc in self.slot_arcs[position]:
+                        words.update(self.tries[self.slot_arc[arc][0].type].children[0])
+                else:
+                    arc, node = position
+                    words.update(self.tries[self.slot_arc[arc][0].type].children[node])
+            self._allowed[state] = frozenset(words)
+        return self._allowed[state]
+
+    def can_end(self, state: int) -> bool:
+        """Whether the words so far are a whole sentence of the grammar."""
+        return state != DEAD and any(p in self.final for p in self._states[state])
+
+    def accepts(self, words: list[str]) -> bool:
+        state = 0
+        for word in words:
+            state = self.step(state, word)
+        return self.can_end(state)
+
+    # ---------------------------------------------------------------- parsing
+
+    def parse(self, words: list[str]) -> Reading | None:
+        """The meaning of a grammar sentence read off its path (the first expression, in the
+        file's order, whose path says these words); None when it is no sentence."""
+        if len(words) > MAX_PARSE_WORDS or not self.accepts(words):
+            return None
+        for index, expression in enumerate(self.expressions):
+            start = self.empty[0][index]
+            found = self._walk(start, 0, tuple(words), {}, index)
+            if found is not None:
+                return Reading(expression.intent, index, found)
+        return None
+
+    def _walk(self, node: int, at: int, words: tuple[str, ...], failed: dict,
+              expression: int) -> tuple[SlotSpan, ...] | None:
+        """The slots on a path from `node` that says words[at:] and ends the expression.
+        Depth first over an acyclic graph; `failed` remembers the (node, at) that lead nowhere."""
+        if (node, at) in failed:
+            return None
+        if at == len(words) and self.final.get(node) == expression:
+            return ()
+        if at < len(words):
+            for target in self.words[node].get(words[at], []):
+                rest = self._walk(target, at + 1, words, failed, expression)
+                if rest is not None:
+                    return rest
+        for target in self.empty[node]:
+            rest = self._walk(target, at, words, failed, expression)
+            if rest is not None:
+                return rest
+        for arc in self.slot_arcs[node]:
+            slot, target = self.slot_arc[arc]
+            for value, end in self._slot_values(slot.type, words, at):
+                rest = self._walk(target, end, words, failed, expression)
+                if rest is not None:
+                    return (SlotSpan(slot.name, value, at, end), *rest)
+        failed[(node, at)] = True
+        return None
+
+    def _slot_values(self, slot_type: str, words: tuple[str, ...], at: int):
+        """(value, end) for each value of the slot type that words[at:end] say."""
+        trie, node = self.tries[slot_type], 0
+        for end in range(at, len(words)):
+            node = trie.children[node].get(words[end])
+            if node is None:
+                return
+            if trie.value[node] is not None:
+                yield trie.value[node], end + 1
+
+
+class TokenGrammar:
+    """The automaton over a tokenizer's pieces: which token ids a hypothesis may write next.
+
+    A hypothesis is a state of the automaton (its complete words) and the piece-spelt start of
+    its current word. A piece inside a word must keep that start a prefix of a word allowed
+    next; a piece that starts a word (sentencepiece's WORD_START) needs the current word to be
+    whole and allowed, and its own letters to begin a word allowed after it; EOS needs the
+    current word whole and the sentence complete. Any segmentation of an allowed word is
+    allowed: the model's scores prefer the one it was trained on.
+    """
+
+    def __init__(self, automaton: WordAutomaton, pieces: list[str]) -> None:
+        self.automaton, self.pieces = automaton, pieces
+        self.ids: dict[str, int] = {}
+        for index, piece in enumerate(pieces):
+            self.ids.setdefault(piece, index)
+        self._masks: dict[tuple[int, str | None], Tensor] = {}
+
+    def advance(self, state: tuple[int, str | None], token: int) -> tuple[int, str | None]:
+        """The (automaton state, current word) after writing `token`."""
+        automaton_state, word = state
+        piece = self.pieces[token]
+        if piece.startswith(WORD_START):
+            if word is not None:
+                automaton_state = self.automaton.step(automaton_state, word)
+            return automaton_state, piece[1:]
+        return automaton_state, (word or "") + piece
+
+    def mask(self, state: tuple[int, str | None]) -> Tensor:
+        """(vocab,) True where the token keeps the hypothesis inside the grammar."""
+        if state not in self._masks:
+            if len(self._masks) >= MAX_STATES:
+                self._masks.clear()
+            allowed = torch.zeros(len(self.pieces), dtype=torch.bool)
+            allowed[self._allowed_ids(*state)] = True
+            self._masks[state] = allowed
+        return self._masks[state]
+
+    def _allowed_ids(self, state: int, word: str | None) -> list[int]:
+        automaton, ids = self.automaton, []
+        if word is None:  # nothing written yet: a first word starts (or the empty sentence)
+            ids = self._word_starts(state)
+            return ids + [EOS_ID] if automaton.can_end(state) else ids
+        for option in automaton.allowed(state):
+            if option.startswith(word):
+                rest = option[len(word):]
+                ids += [self.ids[rest[:n]] for n in range(1, len(rest) + 1) if rest[:n] in self.ids]
+        if word in automaton.allowed(state):
+            after = automaton.step(state, word)
+            ids += self._word_starts(after)
+            if automaton.can_end(after):
+                ids.append(EOS_ID)
+        return ids
+
+    def _word_starts(self, state: int) -> list[int]:
+        ids = [self.ids[WORD_START]] if WORD_START in self.ids else []
+        for option in self.automaton.allowed(state):
+            ids += [self.ids[WORD_START + option[:n]] for n in range(1, len(option) + 1)
+                    if WORD_START + option[:n] in self.ids]
+        return ids
