@@ -187,7 +187,9 @@ def garbage_ratio(network: Network, memory: Tensor, memory_lengths: Tensor,
         targets[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
     path = F.ctc_loss(log_probs.transpose(0, 1), targets, memory_lengths, lengths, blank=PAD_ID,
                       reduction="none", zero_infinity=False)
-    ratio = (best + path) / memory_lengths.clamp(min=1)
+    # P_ctc sums over every alignment, so it may beat the best single path a little: that is
+    # a ratio of 0, the transcript explains the audio as well as anything could
+    ratio = ((best + path) / memory_lengths.clamp(min=1)).clamp(min=0.0)
     return [r if ids else math.inf for r, ids in zip(ratio.tolist(), found, strict=True)]
 
 

@@ -110,7 +110,7 @@ class GrammarConstraint(LogitFilter):
 
     def __init__(self, grammar: TokenGrammar) -> None:
         self.grammar = grammar
-        self.states: dict[tuple[int, ...], tuple[int, str | None]] = {(): (0, None)}
+        self.states: dict[tuple[int, ...], tuple[int, str | None]] = {(): grammar.start()}
 
     def apply(self, log_probs: Tensor, tokens: Tensor) -> None:
         rows = [self.grammar.mask(self._state(tuple(ids))) for ids in tokens[:, 1:].tolist()]

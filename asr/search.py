@@ -24,7 +24,7 @@ from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 if TYPE_CHECKING:
     from asr.decoding import DecodingOptions  # which imports this module
 
-Ranked = list[tuple[list[int], float]]  # an utterance's hypotheses (ids, score), best first
+Ranked = list[tuple[list[int], float]]  # an utterance's hypotheses (ids, total score), best first
 
 
 class LanguageModel:
@@ -61,6 +61,7 @@ class Scorer:
         if options.grammar is not None and grammar is None:
             raise ValueError("decode.grammar is set but no grammar was loaded")
         self.filters: list[LogitFilter] = [SuppressTokens([PAD_ID, BOS_ID])]
+        self.in_grammar = grammar is not None
         if grammar is not None:
             self.filters.append(GrammarConstraint(grammar))
         elif options.max_repeats > 0:
@@ -85,8 +86,11 @@ class Scorer:
             log_probs += self.lm_weight * self.lm.log_probs(tokens)
         for f in self.filters:
             f.apply(log_probs, tokens)
+        ends = at_limit  # out of room: the hypothesis must end, inside a grammar only where
+        if self.in_grammar:  # a sentence is complete (elsewhere it dies: no sentence fits)
+            ends = at_limit & (log_probs[:, EOS_ID] > -math.inf)
         log_probs[at_limit] = -math.inf
-        log_probs[at_limit, EOS_ID] = 0.0  # out of room: the hypothesis must end
+        log_probs[ends, EOS_ID] = 0.0
         top, candidates = log_probs.topk(self.pre_beam, dim=-1)
         att = att_scores[:, None] + top
         if self.ctc is None:
@@ -249,11 +253,13 @@ class _Finished:
                                                and best_live < self.best_score)
 
     def ranked(self) -> Ranked:
-        """(ids, length-normalised score) of each distinct transcript, best first."""
-        best: dict[tuple[int, ...], float] = {}
-        for normalised, _, ids in self.hypotheses:
-            best[tuple(ids)] = max(best.get(tuple(ids), -math.inf), normalised)
-        return [(list(ids), score) for ids, score in sorted(best.items(), key=lambda h: -h[1])]
+        """(ids, score) of each distinct transcript, best (by length-normalised score) first;
+        the score is its total log-probability, so a softmax over them compares readings."""
+        best: dict[tuple[int, ...], tuple[float, float]] = {}
+        for normalised, score, ids in self.hypotheses:
+            best[tuple(ids)] = max(best.get(tuple(ids), (-math.inf, -math.inf)), (normalised, score))
+        ranked = sorted(best.items(), key=lambda h: -h[1][0])
+        return [(list(ids), score) for ids, (_, score) in ranked]
 
 
 def _strip(ids: list[int]) -> list[int]:

@@ -205,18 +205,19 @@ class Transcriber:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
         return [text for text, _ in self._batched(waves, scored=False)]
 
-    def transcribe_scored(self, waves: list[torch.Tensor]) -> list[tuple[str, Hypothesis]]:
+    def transcribe_scored(self, waves: list[torch.Tensor], align: bool = False
+                          ) -> list[tuple[str, Hypothesis]]:
         """`transcribe_waves`, each text with its `Hypothesis`: its scores (`confidence`: how
-        well the audio supports it, for rejecting what was not said clearly or at all) and,
-        with a grammar, its n-best list and `garbage_ratio`."""
-        return self._batched(waves, scored=True)
+        well the audio supports it, for rejecting what was not said clearly or at all), with a
+        grammar its n-best list and `garbage_ratio`, with `align` its words' frames."""
+        return self._batched(waves, scored=True, align=align)
 
-    def _batched(self, waves: list[torch.Tensor], scored: bool) -> list:
+    def _batched(self, waves: list[torch.Tensor], scored: bool, align: bool = False) -> list:
         """Every wave is checked as an array input is (`prepare_array`: finite, not over
         MAX_SECONDS), whichever entry point it came through."""
         rate = self.sample_rate
         waves = [prepare_array(w, rate, rate, f"<input {i}>") for i, w in enumerate(waves)]
-        return by_length(waves, self.batch_size, lambda chunk: self._decode(chunk, scored))
+        return by_length(waves, self.batch_size, lambda chunk: self._decode(chunk, scored, align))
 
     def _segment(self, utterance: Utterance, found: Hypothesis, text: str,
                  word_timestamps: bool) -> Segment:
@@ -234,14 +235,14 @@ class Transcriber:
         return decode_hypotheses(self.network, *padded(waves, self.device), self.options,
                                  self.pieces, self.lm, align, self.token_grammar)
 
-    def _decode(self, waves: list[torch.Tensor], scored: bool) -> list:
+    def _decode(self, waves: list[torch.Tensor], scored: bool, align: bool = False) -> list:
         wave, lengths = padded(waves, self.device)
         if not scored:
             texts = decode_texts(self.network, self.tokenizer, wave, lengths, self.options,
                                  self.lm, self.token_grammar)
             return [(text, None) for text in texts]
         found = decode_hypotheses(self.network, wave, lengths, self.options, self.pieces,
-                                  self.lm, grammar=self.token_grammar)
+                                  self.lm, align, self.token_grammar)
         return [(self.tokenizer.decode(h.tokens), h) for h in found]
 
 

@@ -23,10 +23,11 @@ import torch
 
 from asr.assistant.actions import ActionsConfig, Assistant
 from asr.assistant.demo import Console, Turn, build, file_blocks, load_config, main
-from asr.assistant.grammar import Grammar
-from asr.assistant.intents import IntentParser
+from asr.assistant.intents import IntentParser, calibrated_confidence
 from asr.audio import load_audio
 from asr.checkpoint import save_model_dir
+from asr.decoding import Hypothesis
+from asr.grammar import Grammar
 from asr.train import Trainer
 from asr.transcriber import Transcriber
 from asr.vad import Utterance, VADConfig
@@ -158,8 +159,8 @@ def test_five_spoken_commands_give_five_intents_in_order(command_model, home, tm
     assert starts == sorted(starts) and all(b - a > 1.0 for a, b in zip(starts, starts[1:], strict=False))
     assert [line.split(" (")[0] for line in lines[1::4]] == [
         f"  intent: {t.intent.describe()}" for t in turns]
-    assert all(re.fullmatch(r"  intent: .+ \(similarity 1\.00, acoustic confidence "
-                            r"(0\.\d\d|1\.00)\)", line) for line in lines[1::4]), lines
+    assert all(re.fullmatch(r"  intent: .+ \(confidence (0\.\d\d|1\.00)\)", line)
+               for line in lines[1::4]), lines  # the grammar search's: exp(-garbage ratio)
 
 
 def test_without_early_endpointing_the_endpointer_waits_its_silence(command_model, home, tmp_path):
@@ -176,7 +177,7 @@ def test_speech_resuming_after_an_early_command_continues_it(command_model, home
     """"show me my photos" acted on early, then "please" within the endpointer's silence: the
     same command, not done twice; other speech, or speech after a longer pause, is its own."""
     demo = build(load_config(overrides(command_model, home)), Console(lambda line: None))
-    intent = demo.parser.parse("show me my photos", 0.9)
+    intent = demo.parser.parse("show me my photos", Hypothesis([], 0.0, 0.0, 0.9))
     early = Turn(1.0, 2.5, "show me my photos", intent, "done", 0.2, 0.15, early=True)
     late = Turn(1.0, 2.5, "show me my photos", intent, "done", 0.5, 0.4, early=False)
     soon, later = (Utterance(start, start + 0.5, np.zeros(8000, np.float32))
@@ -192,7 +193,7 @@ def test_speech_resuming_after_an_early_command_continues_it(command_model, home
 def test_acoustic_confidence_is_lower_for_audio_that_did_not_say_it(command_model):
     """The same transcript scored against the audio that said it and against speech that is
     no command: the confidence the demo uses to refuse must tell them apart."""
-    from asr.decoding import confidence, encode
+    from asr.decoding import encode, teacher_forced
 
     transcriber = Transcriber.from_pretrained(command_model["dir"], device="cpu")
     ids = transcriber.tokenizer.encode("turn on the lights")
@@ -202,7 +203,7 @@ def test_acoustic_confidence_is_lower_for_audio_that_did_not_say_it(command_mode
         lengths = torch.tensor([len(w) for w in waves])
         wave = torch.nn.utils.rnn.pad_sequence(waves, batch_first=True)
         memory, memory_lengths = encode(transcriber.model, wave, lengths, 8)
-        said, not_said = confidence(transcriber.model, memory, memory_lengths, [ids, ids])
+        said, not_said = teacher_forced(transcriber.model, memory, memory_lengths, [ids, ids])[2]
         assert 0 < not_said < said <= 1 and said > 2 * not_said, (voice, said, not_said)
 
 
@@ -393,10 +394,13 @@ def test_bad_input_and_bad_config_are_one_line(command_model, home, tmp_path):
         assert len(lines) == 1 and lines[0].startswith(expected), lines
 
 
-def test_config_fills_the_parts():
+def test_config_fills_the_parts(tmp_path):
     cfg = load_config([])
     assert VADConfig(**cfg.vad) == VADConfig()
     grammar = Grammar.load(DEFAULT_GRAMMAR)
-    assert IntentParser(grammar, **cfg.intents) == IntentParser(grammar)
+    intents = dict(cfg.intents)
+    assert intents.pop("min_confidence") is None  # the model's calibrated one, else the default:
+    assert calibrated_confidence(tmp_path) == IntentParser(grammar).min_confidence
+    assert IntentParser(grammar, **intents) == IntentParser(grammar)
     assert cfg.grammar is None  # the model directory's own
     assert sorted(cfg.actions.enabled) == ActionsConfig().enabled  # every action, on

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from asr.assistant.grammar import MAX_BYTES, Grammar, GrammarError
+from asr.grammar import MAX_BYTES, Grammar, GrammarError
 
 COFFEE = """\
 context:

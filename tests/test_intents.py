@@ -2,25 +2,36 @@
 the command line on a tiny real model."""
 
 import json
+import math
 import random
 
 import pytest
 
 from asr.assistant.actions import ACTIONS
-from asr.assistant.grammar import Grammar
 from asr.assistant.intents import IntentParser, acceptance, is_right
+from asr.decoding import Hypothesis
+from asr.grammar import Grammar
 from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
 GRAMMAR = Grammar.load(DEFAULT_GRAMMAR)
-PARSER = IntentParser(GRAMMAR, threshold=0.85)
+PARSER = IntentParser(GRAMMAR, search="free", threshold=0.85)  # fuzzy: near misses count
+EXACT = IntentParser(GRAMMAR)  # the grammar search's: the text must be a grammar sentence
+
+
+def heard_with(acoustic: float | None = None, garbage_ratio: float | None = None) -> Hypothesis:
+    """The search's scores of a transcript (its tokens do not matter to the parser)."""
+    return Hypothesis([], 0.0, 0.0, 0.0 if acoustic is None else acoustic,
+                      garbage_ratio=garbage_ratio)
 
 
 def test_every_grammar_sentence_gives_its_intent_and_slots():
     sentences = [s for i in GRAMMAR.intents for s in GRAMMAR.sentences(i, 10**6, random.Random(0))]
     assert len(sentences) == 1172
-    wrong = [(s.text, i.name, i.slots) for s in sentences
-             if ((i := PARSER.parse(s.text)).name, i.slots, i.similarity) != (s.intent, s.slots, 1.0)]
-    assert wrong == []
+    for parser in (PARSER, EXACT):
+        wrong = [(s.text, i.name, i.slots) for s in sentences
+                 if ((i := parser.parse(s.text)).name, i.slots, i.similarity)
+                 != (s.intent, s.slots, 1.0)]
+        assert wrong == []
 
 
 def test_every_grammar_intent_has_an_action():
@@ -60,20 +71,59 @@ def test_below_threshold_is_not_understood(heard, closest, similarity):
 
 def test_thresholds_are_the_boundaries():
     heard = "turn the volume up please now"  # 1 - 1/6
-    assert IntentParser(GRAMMAR, threshold=0.83).parse(heard).name == "volume"
-    assert IntentParser(GRAMMAR, threshold=0.83).parse(heard, acoustic=0.3).name == "volume"
-    refused = IntentParser(GRAMMAR, threshold=0.83, min_confidence=0.5).parse(heard, acoustic=0.3)
+
+    def free(**limits) -> IntentParser:
+        return IntentParser(GRAMMAR, search="free", **limits)
+
+    assert free(threshold=0.83, min_confidence=0.0).parse(heard).name == "volume"
+    assert free(threshold=0.84, min_confidence=0.0).parse(heard).name is None
+    assert free(threshold=0.83, min_confidence=0.0).parse(heard, heard_with(0.3)).name == "volume"
+    refused = free(threshold=0.83, min_confidence=0.5).parse(heard, heard_with(0.3))
     assert (refused.name, refused.slots, refused.acoustic) == (None, {}, 0.3)
     assert refused.confidence == pytest.approx(0.3 * 5 / 6)
-    assert IntentParser(GRAMMAR, threshold=0.83).parse(heard).similarity == pytest.approx(5 / 6)
+    assert free(threshold=0.83, min_confidence=0.3).parse(heard, heard_with(0.3)).name == "volume"
+    assert free(threshold=0.83).parse(heard).similarity == pytest.approx(5 / 6)
     with pytest.raises(ValueError, match="intents.min_confidence must be in"):
         IntentParser(GRAMMAR, min_confidence=1.5)
+    with pytest.raises(ValueError, match="intents.search must be one of"):
+        IntentParser(GRAMMAR, search="fuzzy")
+
+
+def test_grammar_search_reads_only_grammar_sentences_and_refuses_by_the_garbage_ratio():
+    """search="grammar": a near miss is no sentence (the search never writes one), and an
+    exact sentence counts while exp(-garbage ratio) reaches min_confidence."""
+    assert EXACT.parse("show me my fotos please").name is None
+    said = "set a timer for five minutes"
+    intent = EXACT.parse(said, heard_with(garbage_ratio=0.1))
+    assert (intent.name, intent.slots) == ("timer", {"amount": "five", "unit": "minutes"})
+    assert intent.confidence == pytest.approx(math.exp(-0.1)) == intent.acoustic
+    at = math.exp(-0.1)
+    assert IntentParser(GRAMMAR, min_confidence=at).parse(said, heard_with(garbage_ratio=0.1)).name
+    refused = IntentParser(GRAMMAR, min_confidence=0.95).parse(said, heard_with(garbage_ratio=0.1))
+    assert (refused.name, refused.slots) == (None, {})
+    assert EXACT.parse(said, heard_with(garbage_ratio=math.inf)).name is None
+    assert EXACT.parse(said).confidence == 1.0  # typed text: nothing acoustic to doubt
+
+
+def test_grammar_search_alternatives_are_the_nbest_readings_with_their_probabilities():
+    nbest = [("set a timer for five minutes", -1.0), ("set a timer for nine minutes", -2.0),
+             ("please set a timer for five minutes", -3.0)]
+    intent = EXACT.parse(nbest[0][0], heard_with(garbage_ratio=0.0), nbest)
+    total = 1 + math.exp(-1) + math.exp(-2)
+    five = {"intent": "timer", "slots": {"amount": "five", "unit": "minutes"}}
+    nine = {"intent": "timer", "slots": {"amount": "nine", "unit": "minutes"}}
+    readings = [({k: r[k] for k in ("intent", "slots")}, r["probability"])
+                for r in intent.alternatives]
+    assert [r for r, _ in readings] == [five, nine]
+    assert [p for _, p in readings] == pytest.approx(
+        [(1 + math.exp(-2)) / total, math.exp(-1) / total])
 
 
 def test_hostile_text_never_yields_a_slot_from_the_transcript():
     for heard in ("run rm -rf", "run rm -rf /", "open /etc/passwd", "eval import os", ""):
         assert PARSER.parse(heard).name is None
-    intent = IntentParser(GRAMMAR, threshold=0.5).parse("show me my files in /etc")
+        assert EXACT.parse(heard).name is None
+    intent = IntentParser(GRAMMAR, search="free", threshold=0.5).parse("show me my files in /etc")
     assert (intent.name, intent.slots) == ("show_files", {"kind": "files"})
 
 

@@ -110,6 +110,15 @@ class Assistant:
             return f"The {name} action is disabled in the config; nothing done."
         return action(self, **slots)
 
+    def confirm(self, name: str, slots: dict[str, str], what: str) -> str:
+        """Ask before acting on an intent the recogniser is unsure of ("did you mean ...?"):
+        "yes" as the next utterance acts on it, anything else drops it."""
+        question, self.pending = self.pending, None
+        if question is not None and (answer := self._answer(question, name, slots)):
+            return answer
+        self._ask(what, lambda: self.act(name, slots))
+        return f"Did you mean: {what}? Say yes or no."
+
     def not_understood(self) -> None:
         """An utterance that was no command: it too drops a pending question."""
         self.pending = None

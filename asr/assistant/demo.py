@@ -55,6 +55,8 @@ from asr.untrusted import from_section
 from asr.vad import VAD_RATES, Endpointer, Utterance, VADConfig
 
 PROG = "asr-demo"  # the name usage errors begin with
+ASK_RATIO = 0.5  # ask "did you mean ...?" when the second reading is at least this likely
+                 # relative to the first
 Block = tuple[np.ndarray, float]  # samples and the time.monotonic() at which they were heard
 
 
@@ -170,6 +172,8 @@ class VoiceDemo:
         text, intent = decoded
         if continues is not None:
             result = f"(the rest of \"{continues.text}\": already done)"
+        elif intent.understood and unsure(intent):
+            result = self.assistant.confirm(intent.name, intent.slots, intent.describe())
         elif intent.understood:
             result = self.assistant.act(intent.name, intent.slots)
         else:
@@ -180,6 +184,12 @@ class VoiceDemo:
         turn = Turn(utterance.start, utterance.end, text, intent, result, latency, wait, early)
         self.console(*report(turn, self.parser))
         return turn
+
+
+def unsure(intent: Intent) -> bool:
+    """Whether the grammar search's two most likely readings are close (`ASK_RATIO`)."""
+    readings = intent.alternatives
+    return len(readings) > 1 and readings[1]["probability"] >= ASK_RATIO * readings[0]["probability"]
 
 
 def report(turn: Turn, parser: IntentParser) -> list[str]:

@@ -72,6 +72,7 @@ class Intent:
     similarity: float = 0.0  # of the transcript to that sentence (1: it is one)
     acoustic: float | None = None  # the confidence's acoustic part (None: text only)
     alternatives: tuple[dict, ...] = ()  # grammar search: readings of the n-best, most likely first
+    slot_times: dict[str, tuple[float, float]] = field(default_factory=dict)  # seconds, from audio
 
     @property
     def understood(self) -> bool:
@@ -123,7 +124,8 @@ class IntentParser:
         among them (a softmax over their scores)."""
         if not nbest:
             return ()
-        weights = [math.exp(score - nbest[0][1]) for _, score in nbest]
+        top = max(score for _, score in nbest)
+        weights = [math.exp(score - top) for _, score in nbest]
         readings: dict[str, dict] = {}
         for (text, _), weight in zip(nbest, weights, strict=True):
             reading = self.grammar.parse(text)
@@ -148,6 +150,8 @@ class IntentParser:
 def grammar_file(model_dir: str | Path, grammar: str | Path | None = None) -> Path:
     """The grammar file given, else the model directory's grammar.yaml."""
     path = Path(grammar) if grammar else Path(model_dir) / GRAMMAR_FILE
+    if not Path(model_dir).is_dir():
+        raise ModelDirError(f"{model_dir}: not a model directory")
     if not grammar and not path.is_file():
         raise GrammarError(f"{model_dir}: no {GRAMMAR_FILE} in the model directory; name a "
                            "grammar file (--grammar FILE, or grammar=FILE in the demo)")
@@ -175,10 +179,14 @@ def calibrated_confidence(model_dir: str | Path) -> float:
 
 
 def nbest_texts(transcriber: Transcriber, found: Hypothesis | None) -> list[tuple[str, float]]:
-    """The grammar search's n-best sentences as texts, with their scores."""
+    """The grammar search's n-best sentences as texts, each with its log-probability per
+    token (EOS included) times the best one's length: the search ranks by the per-token
+    score, and a total would favour short sentences over the one it chose."""
     if found is None or not found.nbest:
         return []
-    return [(transcriber.tokenizer.decode(ids), score) for ids, score in found.nbest]
+    tokens = len(found.nbest[0][0]) + 1
+    return [(transcriber.tokenizer.decode(ids), score / (len(ids) + 1) * tokens)
+            for ids, score in found.nbest]
 
 
 class IntentRecognizer:
@@ -210,11 +218,30 @@ class IntentRecognizer:
         return cls(transcriber, IntentParser(loaded, search, threshold, min_confidence))
 
     def recognize(self, audio: list) -> list[Intent]:
-        """Each input (a path, or a waveform at the model's rate) is one utterance."""
+        """Each input (a path, or a waveform at the model's rate) is one utterance; with the
+        grammar search and a CTC head, each slot understood also gets its time span."""
         rate = self.transcriber.sample_rate
         waves = [load_audio(a, rate) if isinstance(a, str | Path) else a for a in audio]
-        return [self.parser.parse(text, found, nbest_texts(self.transcriber, found))
-                for text, found in self.transcriber.transcribe_scored(waves)]
+        align = self.parser.search == "grammar" and self.transcriber.network.has_ctc
+        return [self._timed(self.parser.parse(text, found, nbest_texts(self.transcriber, found)),
+                            found)
+                for text, found in self.transcriber.transcribe_scored(waves, align)]
+
+    def _timed(self, intent: Intent, found: Hypothesis) -> Intent:
+        """The intent with each slot's span in seconds into the utterance: from the first
+        frame of its first word to the frame where the word after it starts (or the end of
+        the last word), by CTC forced alignment of the sentence found."""
+        reading = self.parser.grammar.parse(intent.text) if intent.understood else None
+        words = found.words if found is not None else None
+        if reading is None or not words or len(words) != len(intent.text.split()):
+            return intent
+        step = self.transcriber.network.frame_seconds
+        origin = self.transcriber.options.lead_in_ms / 1000
+        edges = [w.start for w in words] + [words[-1].end]
+        times = {span.name: (round(edges[span.start] * step - origin, 3),
+                             round(edges[span.end] * step - origin, 3))
+                 for span in reading.slots}
+        return replace(intent, slot_times=times)
 
 
 # ---------------------------------------------------------------------------- scoring

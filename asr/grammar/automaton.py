@@ -26,7 +26,7 @@ from asr.grammar.elements import Choice, Expression, Slot, SlotTypes, Word
 from asr.tokenizer import EOS_ID, WORD_START
 
 MAX_ARCS = 1_000_000  # a grammar whose graph needs more arcs is refused (its memory is bounded)
-MAX_STATES = 100_000  # remembered search states; past this the memory of them starts again
+MAX_STATES = 100_000  # remembered search states; past this their memory starts again (`forget`)
 MAX_PARSE_WORDS = 100  # longer texts are not parsed (no command is that long; bounds recursion)
 DEAD = -1  # the state of a word sequence that leaves the grammar
 
@@ -101,6 +101,7 @@ class WordAutomaton:
         self._ids: dict[frozenset, int] = {}
         self._next: dict[tuple[int, str], int] = {}
         self._allowed: dict[int, frozenset[str]] = {}
+        self.generation = 0  # how often the memory of states started again (`forget`)
         self._add_state(self._closure([0]))
 
     # ---------------------------------------------------------------- the graph
@@ -170,12 +171,19 @@ class WordAutomaton:
         if not positions:
             return DEAD
         if positions not in self._ids:
-            if len(self._states) >= MAX_STATES:  # start the memory of states again
-                self._states, self._ids, self._next, self._allowed = [], {}, {}, {}
-                self._add_state(self._closure([0]))
             self._ids[positions] = len(self._states)
             self._states.append(positions)
         return self._ids[positions]
+
+    def forget(self) -> None:
+        """Start the memory of states again once it holds more than MAX_STATES. Every state
+        handed out before is then void, so this runs only where no caller holds one: as a
+        search starts (`TokenGrammar.start`) and as `accepts` begins, never inside a search,
+        whose own states are bounded by its beam and length."""
+        if len(self._states) > MAX_STATES:
+            self._states, self._ids, self._next, self._allowed = [], {}, {}, {}
+            self._add_state(self._closure([0]))
+            self.generation += 1
 
     def step(self, state: int, word: str) -> int:
         """The state after `word` (DEAD: the grammar does not allow it here)."""
@@ -224,6 +232,7 @@ class WordAutomaton:
         return state != DEAD and any(p in self.final for p in self._states[state])
 
     def accepts(self, words: list[str]) -> bool:
+        self.forget()
         state = 0
         for word in words:
             state = self.step(state, word)
@@ -297,6 +306,13 @@ class TokenGrammar:
         for index, piece in enumerate(pieces):
             self.ids.setdefault(piece, index)
         self._masks: dict[tuple[int, str | None], Tensor] = {}
+        self._generation = automaton.generation  # of the automaton states the masks are for
+
+    def start(self) -> tuple[int, None]:
+        """The state of a search's empty hypothesis (the automaton's memory of states may
+        start again here, between searches)."""
+        self.automaton.forget()
+        return 0, None
 
     def advance(self, state: tuple[int, str | None], token: int) -> tuple[int, str | None]:
         """The (automaton state, current word) after writing `token`."""
@@ -310,6 +326,9 @@ class TokenGrammar:
 
     def mask(self, state: tuple[int, str | None]) -> Tensor:
         """(vocab,) True where the token keeps the hypothesis inside the grammar."""
+        if self._generation != self.automaton.generation:  # keyed by states now void
+            self._masks.clear()
+            self._generation = self.automaton.generation
         if state not in self._masks:
             if len(self._masks) >= MAX_STATES:
                 self._masks.clear()
@@ -335,8 +354,9 @@ class TokenGrammar:
         return ids
 
     def _word_starts(self, state: int) -> list[int]:
-        ids = [self.ids[WORD_START]] if WORD_START in self.ids else []
-        for option in self.automaton.allowed(state):
+        allowed = self.automaton.allowed(state)  # none: the sentence may only end here
+        ids = [self.ids[WORD_START]] if WORD_START in self.ids and allowed else []
+        for option in allowed:
             ids += [self.ids[WORD_START + option[:n]] for n in range(1, len(option) + 1)
                     if WORD_START + option[:n] in self.ids]
         return ids

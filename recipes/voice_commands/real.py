@@ -88,6 +88,8 @@ def wuw(root: Path, out: Path, grammar_sentences: set[str]) -> Iterator[tuple[st
     splits = wuw_recipe.session_splits(entries)
     for entry in entries:
         text = normalize_transcription(entry["transcription"])
+        if not text:  # only markup ("[click]", a cut-off "-perator"): no words to teach
+            continue
         wav, duration = wuw_recipe.to_wav(root, entry, out / "wavs" / "wuw")
         kind = "sentence" if wuw_recipe.is_sentence(entry) else "wake_word"
         kind = "command" if text in grammar_sentences else kind
