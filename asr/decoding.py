@@ -1,21 +1,23 @@
 """Search for the most likely transcript (after openai/whisper's `decoding.py`, ESPnet's beam search).
 
-What to do and the entry points live here; the pieces, each replaceable, have their own modules:
+The entry points and the scores of what was found live here; the decoding path is three
+modules more:
 
-- `DecodingOptions`: what to do (`conf/decode/*.yaml` fill it).
+- `asr.search`: what to do (`DecodingOptions`, `conf/decode/*.yaml` fill it), the searches
+  (`GreedySearch`, `BeamSearch`: every hypothesis of every utterance in one decoder call per
+  step, through one `Scorer`: decoder, shallow fusion with a token LM (`asr/lm.py`), logit
+  filters, the CTC prefix score), and the filters: suppressed tokens, repetition loops, with
+  `words` a closed vocabulary, with `grammar` a task grammar (only its sentences may be
+  written, `asr.grammar`, as Vosk's or pocketsphinx's grammar argument). The longest
+  transcript allowed is tied to the encoder length.
 - `asr.network`: what the search asks of a trained model (`Network`: encode, CTC logits,
   decoder steps), so that the same search runs the torch model (`TorchNetwork`) or its
   exported ONNX graphs (`asr.onnx_backend.OnnxNetwork`); next-token log-probabilities with a
-  key/value cache or without (`CachedInference`, `FullInference`).
-- `asr.ctc_prefix`: the CTC head's prefix score (Watanabe et al. 2017), for joint
-  CTC/attention decoding: a hypothesis scores (1 - w) log P_att + w log P_ctc(prefix).
-- `asr.logit_filters`: rules applied to the scores before each choice (suppressed tokens,
-  repetition loops, with `words` a closed vocabulary, and with `grammar` a task grammar: only
-  its sentences may be written, `asr.grammar`, as Vosk's or pocketsphinx's grammar argument).
-- `asr.search`: `GreedySearch` and `BeamSearch` advance every hypothesis of every utterance in
-  one decoder call per step, through one `Scorer` (decoder, shallow fusion with a token LM
-  trained on text (`asr/lm.py`), filters, CTC). The longest transcript allowed is tied to the
-  encoder length.
+  key/value cache (`asr.attention`'s caches) or without (`CachedInference`, `FullInference`).
+- `asr.utterances`: long inputs cut into utterances and batched by length.
+
+Here:
+
 - `ctc_greedy`: the CTC head's best path alone, the fast path (no decoder at all). It also
   guards the decoder: an utterance whose best CTC path is empty (every frame blank) has no
   words, whatever the attention decoder, which must say something, would invent.
@@ -37,59 +39,8 @@ from asr.grammar.automaton import TokenGrammar
 from asr.lm import TokenLM
 from asr.model import SpeechTransformer
 from asr.network import Network, as_network
-from asr.search import BeamSearch, GreedySearch, Ranked, Scorer
-from asr.text import normalize_text
+from asr.search import BeamSearch, DecodingOptions, GreedySearch, Ranked, Scorer
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from asr.untrusted import check_fields, check_ranges
-
-MODES = ("attention", "ctc_greedy")
-
-
-@dataclass
-class DecodingOptions:
-    """How to search; `conf/decode/*.yaml` fill it."""
-
-    mode: str = "attention"  # "attention": decoder search; "ctc_greedy": CTC best path only
-    beam_size: int = 1  # 1 = greedy
-    length_penalty: float = 1.0  # a finished hypothesis scores log P / length ** length_penalty
-    max_len_ratio: float = 1.0  # at most this many tokens per encoder frame
-    ctc_weight: float = 0.0  # joint decoding: (1 - w) log P_att + w log P_ctc (needs a CTC head)
-    pre_beam_ratio: float = 1.5  # CTC scores only the ceil(ratio * beam) best tokens per hypothesis
-    max_repeats: int = 3  # a token sequence may occur at most this often back to back (0: no limit)
-    kv_cache: bool = True  # reuse keys/values between steps (False: recompute, for reference)
-    ctc_no_speech: bool = True  # an utterance whose CTC best path is empty (all blank) is silent
-    encoder_batch: int = 8  # encode at most this many at once (CPU: bigger batches spill caches)
-    lead_in_ms: float = 0.0  # silence put before each utterance (for clips cut tight to the speech)
-    words: list[str] | None = None  # write only these words (any order, any number; None: any)
-    lm: str | None = None  # language model directory (asr.train_lm) for shallow fusion
-    lm_weight: float = 1.0  # log P_att + lm_weight * log P_lm, when `lm` is given
-    grammar: str | None = None  # a grammar file (Rhino context YAML): write only its sentences
-
-    def __post_init__(self) -> None:
-        if isinstance(self.words, list | tuple):  # YAML reads `yes`, `on` and numbers as such
-            self.words = [w if isinstance(w, str) else str(w) for w in self.words]
-        check_fields(self, "decode")
-        if self.mode not in MODES:
-            raise ValueError(f"decode.mode must be one of {MODES}, got {self.mode!r}")
-        # Bounded so that no setting can make a search run for minutes or exhaust memory.
-        check_ranges(self, "decode", beam_size=(1, 64), length_penalty=(0, 10),
-                     max_len_ratio=(0.01, 2), pre_beam_ratio=(1, 10), max_repeats=(0, 100),
-                     encoder_batch=(1, 1024), lead_in_ms=(0, 5000), lm_weight=(0, 100))
-        if self.words is not None:
-            if not any(normalize_text(w) for w in self.words):
-                raise ValueError("decode.words must name at least one word")
-            if self.mode == "ctc_greedy":
-                raise ValueError("decode.words constrains the attention search, not "
-                                 "decode.mode=ctc_greedy")
-        if self.grammar is not None and (self.mode == "ctc_greedy" or self.words is not None):
-            raise ValueError("decode.grammar constrains the attention search: not with "
-                             "decode.mode=ctc_greedy nor decode.words")
-        if self.lm is not None and self.mode == "ctc_greedy":
-            raise ValueError("decode.lm fuses with the attention search, not decode.mode=ctc_greedy")
-        if not 0.0 <= self.ctc_weight < 1.0:
-            raise ValueError(f"decode.ctc_weight must be in [0, 1), got {self.ctc_weight} "
-                             f"(decode.mode=ctc_greedy decodes with CTC alone)")
-
 
 
 @torch.no_grad()
@@ -283,8 +234,8 @@ def search_memory(model: SpeechTransformer | Network, memory: Tensor, memory_len
                 network, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False),
                 pieces, lm, grammar))
     max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
-    search = GreedySearch() if options.beam_size == 1 else BeamSearch(options.beam_size,
-                                                                      options.length_penalty)
+    search = GreedySearch() if options.beam_size == 1 else BeamSearch(
+        options.beam_size, options.length_penalty, exact=grammar is not None)
     scorer = Scorer(network, memory, memory_lengths, search.group, options, pieces, lm, grammar)
     return search.run(scorer, max_tokens)
 

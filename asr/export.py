@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from asr.attention import DecoderCache, KVCache
 from asr.checkpoint import (
     CONFIG,
     TOKENIZER,
@@ -32,7 +33,6 @@ from asr.checkpoint import (
     load_model_dir,
 )
 from asr.cli import ArgumentParser, print_error
-from asr.kv_cache import DecoderCache, KVCache
 from asr.model import SpeechTransformer, TextDecoder
 from asr.onnx_backend import (
     DECODER,

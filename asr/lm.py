@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from asr.attention import DecoderCache
 from asr.checkpoint import (
     MAX_TOKENIZER_BYTES,
     ModelDirError,
@@ -24,7 +25,6 @@ from asr.checkpoint import (
     load_torch,
     save_torch,
 )
-from asr.kv_cache import DecoderCache
 from asr.model import ModelDimensions, TextDecoder
 from asr.tokenizer import Tokenizer
 from asr.untrusted import UntrustedInputError, check_fields, check_ranges, from_section, read_file

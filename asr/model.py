@@ -4,7 +4,7 @@ dimensions -> residual block -> encoder -> decoder -> model. Feature frames are 
 embeddings: stacked (or conv-subsampled), linearly projected, plus a sinusoidal position code.
 The decoder embeds BPE tokens, attends causally to itself and to the encoder by
 cross-attention, and reads its output through the transposed token embedding. Attention itself
-is `asr.attention`, its key/value caches `asr.kv_cache`.
+is `asr.attention`, its key/value caches `asr.attention`.
 
 Options from the training literature (see the seeds and README): `norm` (Pre-LN, Post-LN or
 T-Fixup's initialisation without LayerNorm), `pos` (sinusoidal, or relative/rotary inside
@@ -19,10 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr.attention import MultiHeadAttention
+from asr.attention import DecoderCache, KVCache, MultiHeadAttention
 from asr.features import FeatureConfig, FrontEnd, padding_mask
 from asr.guided_attention import guided_attention_loss, weights_kept
-from asr.kv_cache import DecoderCache, KVCache
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from asr.untrusted import check_fields, check_ranges
 

@@ -11,7 +11,7 @@
 import torch
 from torch import Tensor
 
-from asr.kv_cache import DecoderCache
+from asr.attention import DecoderCache
 from asr.model import ModelDimensions, SpeechTransformer, TextDecoder
 
 

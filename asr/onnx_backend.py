@@ -148,7 +148,7 @@ class OnnxNetwork(Network):
 class OnnxInference(Inference):
     """Next-token log-probabilities from decoder.onnx. Cached, each step feeds the new tokens
     and the cache the last step returned; the hypotheses that survive a step are picked from
-    it inside the next step (`rows`), as `asr.kv_cache.KVCache` reorders lazily. Uncached, each
+    it inside the next step (`rows`), as `asr.attention.KVCache` reorders lazily. Uncached, each
     step feeds the whole prefix to an empty cache (the reference the cache must match)."""
 
     def __init__(self, network: OnnxNetwork, memory: Tensor, memory_lengths: Tensor,

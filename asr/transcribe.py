@@ -26,9 +26,9 @@ from pathlib import Path
 from asr.audio import AudioError
 from asr.checkpoint import ModelDirError, save_text
 from asr.cli import ArgumentParser, int_in, print_error, tsv_field
-from asr.decoding import MODES
 from asr.formats import FORMATS, record, render
 from asr.progress import print_line
+from asr.search import MODES
 from asr.stream import check_audio_file
 from asr.transcriber import BACKENDS, MAX_BATCH, Transcriber, Transcript
 from asr.untrusted import UntrustedInputError, read_text

@@ -8,9 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from asr.checkpoint import load_model_dir
-from asr.ctc_prefix import CTCPrefixScorer
 from asr.decoding import DecodingOptions, ctc_greedy, decode
-from asr.logit_filters import RepetitionLimit, WordList
+from asr.search import CTCPrefixScorer, RepetitionLimit, WordList
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from asr.transcriber import Transcriber
 from test_model import make_model, waves
@@ -79,7 +78,7 @@ def test_cache_gives_the_same_hypotheses_on_a_trained_model(overfit_model):
 def test_cached_decoder_logits_match_the_full_pass(pos):
     """With every position encoding: the cache places new tokens at their true offset."""
     model = make_model(pos=pos)
-    from asr.kv_cache import DecoderCache
+    from asr.attention import DecoderCache
     memory, lengths = model.encode(*waves(0.5, 0.8))
     tokens = torch.tensor([[BOS_ID, 10, 11, 12, 13], [BOS_ID, 7, 7, 30, 4]])
     full = model.decoder(tokens, memory, lengths)
@@ -220,3 +219,18 @@ def test_options_are_checked():
     with pytest.raises(ValueError, match="^decode.words constrains the attention search, not "
                                          "decode.mode=ctc_greedy$"):
         DecodingOptions(mode="ctc_greedy", words=["one"])
+
+
+def test_the_exact_beam_stop_waits_for_a_longer_hypothesis_that_can_still_win():
+    """A finished 2-token hypothesis scoring -2 (normalised -1) against a live 3-token prefix
+    at -2.5: unnormalised the live one is behind, so the heuristic stops; normalised over the
+    10 tokens it may still reach (-0.25) it can win, so the exact stop goes on."""
+    from asr.search import _Finished
+
+    heuristic, exact = _Finished(), _Finished(limit=10, length_penalty=1.0)
+    for finished in (heuristic, exact):
+        finished.add(-2.0, [5, 6], 2, 1.0)
+        finished.update(-2.5, beam=1)
+    assert heuristic.done and not exact.done
+    exact.update(-20.0, beam=1)  # -20 / 10 = -2 < -1: nothing live can win any more
+    assert exact.done

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from asr import evaluate, transcribe
 from asr.assistant import intents
-from asr.decoding import MODES
+from asr.search import MODES
 from conftest import COMMANDS, write_untrained_lm, write_untrained_model
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,

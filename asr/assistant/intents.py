@@ -28,8 +28,11 @@ Slot values always come from the grammar, as it writes them, never from the tran
 `evaluate` prints the command acceptance rate (Picovoice's metric): the share of utterances
 whose intent and every slot value are right, a non-command (manifest `intent` null) counting
 as right when it is refused; with a breakdown per intent. `calibrate` picks the grammar
-search's `min_confidence` on a dev manifest: the lowest that accepts at most
-CALIBRATION_FALSE_ACCEPTANCE of its non-commands, written to DIR/intents.json.
+search's `min_confidence` on a dev manifest, written to DIR/intents.json: the one that
+minimises the share of commands refused plus CALIBRATION_COST times the share of
+non-commands accepted (a Bayes risk, not a quantile: a dev set of a few dozen non-commands
+cannot pin a 1% false acceptance, and one non-command that fits the grammar perfectly must not
+push the threshold to 1).
 """
 
 import argparse
@@ -57,7 +60,7 @@ MAX_MANIFEST_BYTES = 256 << 20
 SEARCHES = ("grammar", "free")
 DEFAULT_THRESHOLD = 0.85  # free search: lowest similarity to a grammar sentence that counts
 DEFAULT_MIN_CONFIDENCE = 0.5  # grammar search, uncalibrated: lowest exp(-garbage ratio)
-CALIBRATION_FALSE_ACCEPTANCE = 0.01  # `calibrate`: the share of dev non-commands accepted
+CALIBRATION_COST = 5.0  # `calibrate`: a non-command accepted costs as much as this many refused
 
 
 @dataclass(frozen=True)
@@ -322,15 +325,21 @@ def at_confidence(results: list[Result], min_confidence: float) -> list[Result]:
 
 
 def calibrate(results: list[Result]) -> float:
-    """The lowest `min_confidence` at which at most CALIBRATION_FALSE_ACCEPTANCE of the
-    non-commands are accepted (results found with min_confidence 0)."""
-    accepted = sorted((intent.confidence for name, _, intent in results
-                       if name is None and intent.understood), reverse=True)
-    non_commands = sum(name is None for name, _, _ in results)
-    allowed = math.floor(CALIBRATION_FALSE_ACCEPTANCE * non_commands)
-    if len(accepted) <= allowed:
-        return 0.0
-    return min(1.0, math.nextafter(accepted[allowed], math.inf))
+    """The `min_confidence` of least risk on these results (found with min_confidence 0):
+    share of commands not right + CALIBRATION_COST x share of non-commands accepted. Ties go
+    to the lowest threshold, the one that refuses fewest."""
+    commands = max(1, sum(name is not None for name, _, _ in results))
+    non_commands = max(1, sum(name is None for name, _, _ in results))
+    candidates = sorted({0.0} | {min(1.0, math.nextafter(i.confidence, math.inf))
+                                 for name, _, i in results if name is None and i.understood})
+
+    def risk(threshold: float) -> float:
+        found = at_confidence(results, threshold)
+        missed = sum(not is_right(i, name, slots) for name, slots, i in found if name is not None)
+        accepted = sum(i.understood for name, _, i in found if name is None)
+        return missed / commands + CALIBRATION_COST * accepted / non_commands
+
+    return min(candidates, key=lambda t: (risk(t), t))
 
 
 def recognize_manifest(recognizer: IntentRecognizer, manifest: str | Path,
@@ -398,7 +407,7 @@ def _calibrate(args: argparse.Namespace) -> dict:
     chosen = calibrate(results)
     report = acceptance(at_confidence(results, chosen))
     saved = {"min_confidence": chosen, "manifest": str(args.manifest),
-             "false_acceptance_target": CALIBRATION_FALSE_ACCEPTANCE, "dev": report}
+             "cost_of_a_false_acceptance": CALIBRATION_COST, "dev": report}
     save_text(json.dumps(saved, indent=1) + "\n", Path(args.model) / CALIBRATION_FILE)
     print(f"min_confidence {chosen:.4f} (written to {Path(args.model) / CALIBRATION_FILE})")
     return report

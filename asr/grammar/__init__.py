@@ -19,7 +19,7 @@ macro's phrases. Slot types are the file's `slots` or the built-in `pv.SingleDig
 works unchanged.
 
 The grammar turns into four things: `automaton`, a word graph that a search walks lazily (the
-decoder's grammar search, `asr.logit_filters.GrammarConstraint`, writes only its sentences);
+decoder's grammar search, `asr.search.GrammarConstraint`, writes only its sentences);
 `parse()`, the intent and slots read off a sentence's path; `sentences()` enumerates a small
 grammar and samples a large one (a coffee machine's can expand to millions of sentences), for
 synthesising a training corpus, and `count()` says how many there are without expanding them;

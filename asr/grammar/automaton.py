@@ -13,7 +13,7 @@ a grammar of 10^8 sentences costs what the searches visit.
 
 `parse` reads the intent and every slot of a grammar sentence off its path, with the words
 each slot spans. `TokenGrammar` lifts the automaton to sentencepiece tokens for the decoder's
-search (`asr.logit_filters.GrammarConstraint`): the tokens a hypothesis may write next, cached
+search (`asr.search.GrammarConstraint`): the tokens a hypothesis may write next, cached
 per (state, partial word).
 """
 
