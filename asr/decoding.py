@@ -81,6 +81,7 @@ class Hypothesis:
     words: list[WordFrames] | None = None  # CTC forced alignment, when asked for and possible
     nbest: Ranked | None = None  # with a grammar: its sentences found, (ids, score) best first
     garbage_ratio: float | None = None  # with a grammar: `garbage_ratio` of `tokens`
+    free_tokens: list[int] | None = None  # with a grammar: the CTC head's best path, free
 
 
 @torch.no_grad()
@@ -98,8 +99,11 @@ def decode_hypotheses(model: SpeechTransformer | Network, wave: Tensor, lengths:
     found = [best[0][0] if best else [] for best in ranked]
     scores = teacher_forced(network, memory, memory_lengths, found)
     ratios: list[float | None] = [None] * len(found)
+    free: list[list[int] | None] = [None] * len(found)
     if grammar is not None:
         ratios = garbage_ratio(network, memory, memory_lengths, found)
+        if network.has_ctc:
+            free = ctc_greedy(network.ctc_logits(memory).float(), memory_lengths)
     words: list[list[WordFrames] | None] = [None] * len(found)
     if align:
         if not network.has_ctc or pieces is None:
@@ -109,9 +113,9 @@ def decode_hypotheses(model: SpeechTransformer | Network, wave: Tensor, lengths:
         words = [align_words(log_probs[row, :int(n)], ids, pieces)
                  for row, (ids, n) in enumerate(zip(found, memory_lengths, strict=True))]
     nbest = ranked if grammar is not None else [None] * len(found)
-    return [Hypothesis(ids, att, no_speech, sure, timing, best, ratio)
-            for ids, att, no_speech, sure, timing, best, ratio
-            in zip(found, *scores, words, nbest, ratios, strict=True)]
+    return [Hypothesis(ids, att, no_speech, sure, timing, best, ratio, heard)
+            for ids, att, no_speech, sure, timing, best, ratio, heard
+            in zip(found, *scores, words, nbest, ratios, free, strict=True)]
 
 
 @torch.no_grad()

@@ -105,6 +105,19 @@ def test_grammar_search_reads_only_grammar_sentences_and_refuses_by_the_garbage_
     assert EXACT.parse(said).confidence == 1.0  # typed text: nothing acoustic to doubt
 
 
+def test_grammar_search_confidence_falls_with_the_free_paths_disagreement():
+    """The free path's text (CTC best path) against the sentence found: all agree, 1; one
+    letter off, 1 - 1/length; a long sentence heard where a short command was forced, low."""
+    said, ratio = "set a timer for five minutes", 0.1
+    heard = heard_with(garbage_ratio=ratio)
+    assert EXACT.parse(said, heard, free=said).confidence == pytest.approx(math.exp(-ratio))
+    assert EXACT.parse(said, heard, free="set a timer for fife minutes").confidence == \
+        pytest.approx(math.exp(-ratio) * (1 - 1 / len(said)))
+    long = "well i understand that firemen are having a tough time with wildfires"
+    assert EXACT.parse("what time is it", heard, free=long).confidence < 0.3
+    assert EXACT.parse(said, heard, free="").confidence == 0.0
+
+
 def test_grammar_search_alternatives_are_the_nbest_readings_with_their_probabilities():
     nbest = [("set a timer for five minutes", -1.0), ("set a timer for nine minutes", -2.0),
              ("please set a timer for five minutes", -3.0)]

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import torch
 
-from asr.assistant.intents import IntentParser, acceptance, read_commands
+from asr.assistant.intents import (
+    IntentParser,
+    acceptance,
+    calibrated_confidence,
+    free_text,
+    read_commands,
+)
 from asr.audio import load_audio
 from asr.grammar import Grammar
 from asr.transcriber import Transcriber
@@ -75,8 +81,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{machine()['cpu']}, {args.threads} threads, {len(waves)} utterances "
           f"({audio_seconds:.0f} s of audio), batch 1, median of {args.rounds} rounds:")
     for name in times:
-        search = IntentParser(grammar, name)
-        report = acceptance([(intent, slots, search.parse(text, hyp)) for (_, intent, slots),
+        chosen = calibrated_confidence(args.model) if name == "grammar" else 0.0
+        search = IntentParser(grammar, name, min_confidence=chosen)
+        report = acceptance([(intent, slots, search.parse(text, hyp, free=free_text(inside, hyp)))
+                             for (_, intent, slots),
                              (text, hyp) in zip(rows, found[name], strict=True)])
         print(f"  {name:8s} RTF {statistics.median(times[name]):.4f}   command acceptance "
               f"{100 * report['command_acceptance']:.1f}% (min_confidence "

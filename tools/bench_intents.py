@@ -33,6 +33,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,8 @@ from asr.assistant.intents import (
     IntentRecognizer,
     Result,
     acceptance,
+    at_confidence,
+    free_text,
 )
 from asr.audio import load_audio
 from asr.augment import add_noise
@@ -90,7 +93,8 @@ def score(recognizer: IntentRecognizer, waves: list[torch.Tensor],
           expected: list[tuple[str | None, dict]]) -> list[Result]:
     """(expected intent, slots, what was understood) for each waveform."""
     heard = recognizer.transcriber.transcribe_scored(waves)
-    return [(name, slots, recognizer.parser.parse(text, found))
+    return [(name, slots, recognizer.parser.parse(text, found, free=free_text(
+                 recognizer.transcriber, found)))
             for (text, found), (name, slots) in zip(heard, expected, strict=True)]
 
 
@@ -114,6 +118,25 @@ def latency(recognizer: IntentRecognizer, commands: list[dict], count: int, seed
             "median_recognition_s": statistics.median(t.latency - t.wait for t in turns),
             "early": sum(t.early for t in turns), "early_ms": cfg.early_ms,
             "end_silence_ms": cfg.vad.end_silence_ms}
+
+
+def unrefused(recognizer: IntentRecognizer) -> IntentRecognizer:
+    """The same recogniser refusing nothing by confidence (thresholds are applied after)."""
+    return IntentRecognizer(recognizer.transcriber, replace(recognizer.parser, min_confidence=0.0))
+
+
+def table(heard: dict, kinds: list, threshold: float, apply: bool) -> dict:
+    """Acceptance per group and condition at one min_confidence (`apply`: refuse below it)."""
+    out: dict = {"min_confidence": threshold}
+    for group, (_, by_condition) in heard.items():
+        out[group] = {c: acceptance(at_confidence(r, threshold) if apply else r)
+                      for c, r in by_condition.items()}
+    said = heard["other speech"][1]["clean"]
+    said = at_confidence(said, threshold) if apply else said
+    out["false acceptance by kind"] = {
+        kind: sum(intent.understood for (_, _, intent), k in zip(said, kinds, strict=True)
+                  if k == kind) / max(1, kinds.count(kind)) for kind in sorted(set(kinds))}
+    return out
 
 
 def run(args) -> dict:
@@ -147,15 +170,15 @@ def run(args) -> dict:
     for search in args.search:
         recognizer = IntentRecognizer.from_pretrained(args.model, search=search,
                                                       threshold=args.threshold)
-        table: dict = {"min_confidence": recognizer.parser.min_confidence}
-        for group, (expected, by_condition) in audio.items():
-            found = {c: score(recognizer, waves, expected) for c, waves in by_condition.items()}
-            table[group] = {c: acceptance(r) for c, r in found.items()}
-        said = found["clean"]
-        table["false acceptance by kind"] = {
-            kind: sum(intent.understood for (_, _, intent), k in zip(said, kinds, strict=True)
-                      if k == kind) / max(1, kinds.count(kind)) for kind in sorted(set(kinds))}
-        results["searches"][search] = table
+        chosen = recognizer.parser.min_confidence
+        heard = {group: (expected, {c: score(recognizer, waves, expected) if search == "free"
+                                    else score(unrefused(recognizer), waves, expected)
+                                    for c, waves in by_condition.items()})
+                 for group, (expected, by_condition) in audio.items()}
+        extra = args.min_confidence if search == "grammar" else []
+        for threshold in [chosen, *[t for t in extra if t != chosen]]:
+            name = search if threshold == chosen else f"{search} at {threshold:g}"
+            results["searches"][name] = table(heard, kinds, threshold, search == "grammar")
         if "latency" not in results:
             results["latency"] = latency(recognizer, real + synthetic, args.latency_commands,
                                          args.seed)
@@ -192,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", choices=("dev", "test"), default="test")
     parser.add_argument("--snr", type=float, nargs="+", default=[6, 12, 18, 24])
     parser.add_argument("--search", choices=SEARCHES, nargs="+", default=list(SEARCHES))
+    parser.add_argument("--min-confidence", type=float, nargs="*", default=[],
+                        help="grammar search: also score at these thresholds (besides the "
+                             "model's calibrated one)")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="free search: lowest similarity to a grammar sentence")
     parser.add_argument("--limit", type=int, default=400, help="people's commands at most")

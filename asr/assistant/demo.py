@@ -43,6 +43,7 @@ from asr.assistant.intents import (
     Intent,
     IntentParser,
     calibrated_confidence,
+    free_text,
     grammar_file,
     nbest_texts,
 )
@@ -142,7 +143,8 @@ class VoiceDemo:
         wave = resample(torch.from_numpy(utterance.samples), self.sample_rate,
                         self.transcriber.sample_rate)
         text, found = self.transcriber.transcribe_scored([wave])[0]
-        return text, self.parser.parse(text, found, nbest_texts(self.transcriber, found))
+        return text, self.parser.parse(text, found, nbest_texts(self.transcriber, found),
+                                       free_text(self.transcriber, found))
 
     def handle(self, utterance: Utterance, heard: int, received: float,
                earlier: list[Turn] | None = None) -> Turn:

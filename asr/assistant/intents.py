@@ -12,8 +12,9 @@ The grammar (`asr.grammar`: a Rhino context file, by default the model directory
   beam search writes only the grammar's sentences (`decode.grammar`), and the intent and every
   slot are read off the winning sentence's path (`Grammar.parse`). Whether the utterance is a
   command at all is a likelihood ratio: the same audio scored against the best free path,
-  which may say anything (`asr.decoding.garbage_ratio`, per frame); `confidence` is
-  exp(-ratio), and an utterance is refused below `min_confidence`. That threshold is
+  which may say anything (`asr.decoding.garbage_ratio`, per frame), and the agreement of that
+  free path's words with the sentence (`agreement`); `confidence` is exp(-ratio) x agreement,
+  and an utterance is refused below `min_confidence`. That threshold is
   calibrated on dev when the model is trained (`calibrate`, stored in the model directory's
   `intents.json`); a model without it uses DEFAULT_MIN_CONFIDENCE. The n-best sentences give
   the other readings with their probabilities (`Intent.alternatives`), so an application can
@@ -43,6 +44,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from rapidfuzz.distance import Levenshtein
+
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError, first_line, save_text
 from asr.cli import ArgumentParser, print_error, save_report, tsv_field
@@ -60,7 +63,7 @@ MAX_MANIFEST_BYTES = 256 << 20
 SEARCHES = ("grammar", "free")
 DEFAULT_THRESHOLD = 0.85  # free search: lowest similarity to a grammar sentence that counts
 DEFAULT_MIN_CONFIDENCE = 0.5  # grammar search, uncalibrated: lowest exp(-garbage ratio)
-CALIBRATION_COST = 5.0  # `calibrate`: a non-command accepted costs as much as this many refused
+CALIBRATION_COST = 2.0  # `calibrate`: a non-command accepted costs as much as two refused
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class Intent:
 
     name: str | None
     slots: dict[str, str] = field(default_factory=dict)
-    confidence: float = 0.0  # grammar search: exp(-garbage ratio); free: similarity x acoustic
+    confidence: float = 0.0  # grammar: exp(-garbage ratio) x agreement; free: similarity x acoustic
     text: str = ""  # the transcript, normalised
     command: str = ""  # the grammar sentence it came closest to
     similarity: float = 0.0  # of the transcript to that sentence (1: it is one)
@@ -103,20 +106,21 @@ class IntentParser:
             raise ValueError(f"intents.search must be one of {SEARCHES}, got {self.search!r}")
 
     def parse(self, text: str, found: Hypothesis | None = None,
-              nbest: list[tuple[str, float]] | None = None) -> Intent:
+              nbest: list[tuple[str, float]] | None = None, free: str | None = None) -> Intent:
         """The intent of `text`; `found` (None: the text alone, as typed) carries the audio's
-        scores, `nbest` the grammar search's sentences with their scores, best first."""
+        scores, `nbest` the grammar search's sentences with their scores, best first, `free`
+        the text of the free path (the CTC head's best path)."""
         if self.search == "free":
             return self._match(normalize_text(text), None if found is None else found.confidence)
-        return self._read(normalize_text(text), found, nbest or [])
+        return self._read(normalize_text(text), found, nbest or [], free)
 
-    def _read(self, heard: str, found: Hypothesis | None, nbest: list[tuple[str, float]]
-              ) -> Intent:
+    def _read(self, heard: str, found: Hypothesis | None, nbest: list[tuple[str, float]],
+              free: str | None) -> Intent:
         reading = self.grammar.parse(heard)
         if reading is None:
             return Intent(None, text=heard)
         ratio = 0.0 if found is None or found.garbage_ratio is None else found.garbage_ratio
-        sure = math.exp(-ratio)
+        sure = math.exp(-ratio) * agreement(heard, free)
         acoustic = None if found is None else sure
         refused = sure < self.min_confidence
         return Intent(None if refused else reading.intent, {} if refused else reading.values,
@@ -181,6 +185,25 @@ def calibrated_confidence(model_dir: str | Path) -> float:
     return float(value)
 
 
+def agreement(sentence: str, free: str | None) -> float:
+    """How far the free path's text agrees with the grammar sentence, in [0, 1]: 1 - their
+    character edit distance / the longer one's length (1 without a free path). Where the
+    model hears little (its CTC best path mostly blank, as on a long sentence over a telephone
+    line) a short grammar sentence fits the frames cheaply, and only what it heard tells.
+    Characters, not words: a one-word command heard with one letter off still mostly agrees.
+    """
+    if free is None:
+        return 1.0
+    return Levenshtein.normalized_similarity(sentence, normalize_text(free))
+
+
+def free_text(transcriber: Transcriber, found: Hypothesis | None) -> str | None:
+    """The free path's text (the CTC best path the grammar search was scored against)."""
+    if found is None or found.free_tokens is None:
+        return None
+    return transcriber.tokenizer.decode(found.free_tokens)
+
+
 def nbest_texts(transcriber: Transcriber, found: Hypothesis | None) -> list[tuple[str, float]]:
     """The grammar search's n-best sentences as texts, each with its log-probability per
     token (EOS included) times the best one's length: the search ranks by the per-token
@@ -226,8 +249,8 @@ class IntentRecognizer:
         rate = self.transcriber.sample_rate
         waves = [load_audio(a, rate) if isinstance(a, str | Path) else a for a in audio]
         align = self.parser.search == "grammar" and self.transcriber.network.has_ctc
-        return [self._timed(self.parser.parse(text, found, nbest_texts(self.transcriber, found)),
-                            found)
+        return [self._timed(self.parser.parse(text, found, nbest_texts(self.transcriber, found),
+                                              free_text(self.transcriber, found)), found)
                 for text, found in self.transcriber.transcribe_scored(waves, align)]
 
     def _timed(self, intent: Intent, found: Hypothesis) -> Intent:
