@@ -62,7 +62,7 @@ CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated o
 MAX_MANIFEST_BYTES = 256 << 20
 SEARCHES = ("grammar", "free")
 DEFAULT_THRESHOLD = 0.85  # free search: lowest similarity to a grammar sentence that counts
-DEFAULT_MIN_CONFIDENCE = 0.5  # grammar search, uncalibrated: lowest exp(-garbage ratio)
+DEFAULT_MIN_CONFIDENCE = 0.3  # grammar search, uncalibrated: lowest exp(-garbage ratio) x agreement
 CALIBRATION_COST = 2.0  # `calibrate`: a non-command accepted costs as much as two refused
 
 
