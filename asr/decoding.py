@@ -97,19 +97,20 @@ def decode_hypotheses(model: SpeechTransformer | Network, wave: Tensor, lengths:
                                     options.encoder_batch)
     ranked = search_memory(network, memory, memory_lengths, options, pieces, lm, grammar)
     found = [best[0][0] if best else [] for best in ranked]
-    scores = teacher_forced(network, memory, memory_lengths, found)
+    # the CTC head's log-probabilities, once for every score below that reads them
+    log_probs = network.ctc_logits(memory).float().log_softmax(-1) if network.has_ctc else None
+    scores = teacher_forced(network, memory, memory_lengths, found, ctc_log_probs=log_probs)
     ratios: list[float | None] = [None] * len(found)
     free: list[list[int] | None] = [None] * len(found)
     if grammar is not None:
-        ratios = garbage_ratio(network, memory, memory_lengths, found)
-        if network.has_ctc:
-            free = ctc_greedy(network.ctc_logits(memory).float(), memory_lengths)
+        ratios = garbage_ratio(network, memory, memory_lengths, found, log_probs)
+        if log_probs is not None:
+            free = ctc_greedy(log_probs, memory_lengths)
     words: list[list[WordFrames] | None] = [None] * len(found)
     if align:
-        if not network.has_ctc or pieces is None:
+        if log_probs is None or pieces is None:
             raise ValueError("word alignment needs a model with a CTC head and the tokenizer's "
                              "pieces")
-        log_probs = network.ctc_logits(memory).float().log_softmax(-1)
         words = [align_words(log_probs[row, :int(n)], ids, pieces)
                  for row, (ids, n) in enumerate(zip(found, memory_lengths, strict=True))]
     nbest = ranked if grammar is not None else [None] * len(found)
@@ -120,7 +121,7 @@ def decode_hypotheses(model: SpeechTransformer | Network, wave: Tensor, lengths:
 
 @torch.no_grad()
 def garbage_ratio(network: Network, memory: Tensor, memory_lengths: Tensor,
-                  found: list[list[int]]) -> list[float]:
+                  found: list[list[int]], log_probs: Tensor | None = None) -> list[float]:
     """How much better the free best path explains the audio than each transcript, per
     encoder frame: (log P(best CTC path) - log P_ctc(transcript)) / frames, in nats.
 
@@ -129,19 +130,15 @@ def garbage_ratio(network: Network, memory: Tensor, memory_lengths: Tensor,
     says scores about as well (a ratio near 0); a grammar sentence forced onto other speech
     leaves many frames unexplained (a large ratio). Infinite for an empty transcript or one
     the frames cannot fit; 0 for a model without a CTC head (no free path to compare with).
+    `log_probs`: the CTC head's log-probabilities of `memory`, when already at hand.
     """
     if not network.has_ctc:
         return [0.0] * len(found)
-    log_probs = network.ctc_logits(memory).float().log_softmax(-1)
+    if log_probs is None:
+        log_probs = network.ctc_logits(memory).float().log_softmax(-1)
     frames = torch.arange(log_probs.shape[1], device=memory.device)[None] < memory_lengths[:, None]
     best = (log_probs.amax(-1) * frames).sum(1)
-    lengths = torch.tensor([len(ids) for ids in found], device=memory.device)
-    targets = torch.zeros(len(found), max(1, int(lengths.max())), dtype=torch.long,
-                          device=memory.device)
-    for row, ids in enumerate(found):
-        targets[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-    path = F.ctc_loss(log_probs.transpose(0, 1), targets, memory_lengths, lengths, blank=PAD_ID,
-                      reduction="none", zero_infinity=False)
+    path = _ctc_nll(log_probs, memory_lengths, *_padded_ids(found, memory.device))
     # P_ctc sums over every alignment, so it may beat the best single path a little: that is
     # a ratio of 0, the transcript explains the audio as well as anything could
     ratio = ((best + path) / memory_lengths.clamp(min=1)).clamp(min=0.0)
@@ -159,6 +156,7 @@ def _lead_in(network: Network, wave: Tensor, lengths: Tensor,
 @torch.no_grad()
 def teacher_forced(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
                    found: list[list[int]], ctc_weight: float = 0.5,
+                   ctc_log_probs: Tensor | None = None,
                    ) -> tuple[list[float], list[float], list[float]]:
     """Each transcript's `Hypothesis` scores: average log-probability per token (EOS
     included) from the attention decoder, the decoder's probability of an empty transcript
@@ -170,14 +168,10 @@ def teacher_forced(model: SpeechTransformer | Network, memory: Tensor, memory_le
     transcript against every frame). The attention decoder alone is a fluent language model
     over the training sentences and is sure of an in-grammar sentence whatever was said; CTC
     has to account for every frame of the audio, so speech that is not the transcript lowers
-    the score.
+    the score. `ctc_log_probs`: the CTC head's log-probabilities of `memory`, when at hand.
     """
     network = as_network(model)
-    lengths = torch.tensor([len(ids) for ids in found], device=memory.device)
-    width = int(lengths.max()) + 1
-    tokens = torch.full((len(found), width), PAD_ID, dtype=torch.long, device=memory.device)
-    for row, ids in enumerate(found):
-        tokens[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    tokens, lengths = _padded_ids(found, memory.device)
     inputs = torch.cat([torch.full_like(tokens[:, :1], BOS_ID), tokens[:, :-1]], dim=1)
     targets = tokens.clone()
     targets[torch.arange(len(found)), lengths] = EOS_ID
@@ -186,11 +180,31 @@ def teacher_forced(model: SpeechTransformer | Network, memory: Tensor, memory_le
     attention = (picked * (targets != PAD_ID)).sum(1) / (lengths + 1)
     score = attention
     if network.has_ctc:
-        ctc = network.ctc_logits(memory).float().log_softmax(-1).transpose(0, 1)
-        path = F.ctc_loss(ctc, tokens[:, :-1] if width > 1 else tokens, memory_lengths, lengths,
-                          blank=PAD_ID, reduction="none")  # inf: it cannot fit
+        if ctc_log_probs is None:
+            ctc_log_probs = network.ctc_logits(memory).float().log_softmax(-1)
+        path = _ctc_nll(ctc_log_probs, memory_lengths, tokens, lengths)
         score = (1 - ctc_weight) * attention - ctc_weight * path / (lengths + 1)
     return attention.tolist(), log_probs[:, 0, EOS_ID].exp().tolist(), score.exp().tolist()
+
+
+def _padded_ids(found: list[list[int]], device: torch.device) -> tuple[Tensor, Tensor]:
+    """Transcripts as one (n, longest + 1) tensor padded with PAD_ID (room for EOS), and
+    their lengths."""
+    lengths = torch.tensor([len(ids) for ids in found], device=device)
+    tokens = torch.full((len(found), int(lengths.max()) + 1), PAD_ID, dtype=torch.long,
+                        device=device)
+    for row, ids in enumerate(found):
+        tokens[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return tokens, lengths
+
+
+def _ctc_nll(log_probs: Tensor, memory_lengths: Tensor, tokens: Tensor,
+             lengths: Tensor) -> Tensor:
+    """-log P_ctc of each padded transcript (`_padded_ids`) given the CTC log-probabilities
+    (batch, frames, vocab); inf where it cannot fit into the frames."""
+    targets = tokens[:, :-1] if tokens.shape[1] > 1 else tokens
+    return F.ctc_loss(log_probs.transpose(0, 1), targets, memory_lengths, lengths, blank=PAD_ID,
+                      reduction="none")
 
 
 def encode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,

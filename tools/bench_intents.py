@@ -125,14 +125,13 @@ def unrefused(recognizer: IntentRecognizer) -> IntentRecognizer:
     return IntentRecognizer(recognizer.transcriber, replace(recognizer.parser, min_confidence=0.0))
 
 
-def table(heard: dict, kinds: list, threshold: float, apply: bool) -> dict:
-    """Acceptance per group and condition at one min_confidence (`apply`: refuse below it)."""
+def table(heard: dict, kinds: list, threshold: float) -> dict:
+    """Acceptance per group and condition, refusing below one min_confidence."""
     out: dict = {"min_confidence": threshold}
     for group, (_, by_condition) in heard.items():
-        out[group] = {c: acceptance(at_confidence(r, threshold) if apply else r)
+        out[group] = {c: acceptance(at_confidence(r, threshold))
                       for c, r in by_condition.items()}
-    said = heard["other speech"][1]["clean"]
-    said = at_confidence(said, threshold) if apply else said
+    said = at_confidence(heard["other speech"][1]["clean"], threshold)
     out["false acceptance by kind"] = {
         kind: sum(intent.understood for (_, _, intent), k in zip(said, kinds, strict=True)
                   if k == kind) / max(1, kinds.count(kind)) for kind in sorted(set(kinds))}
@@ -171,14 +170,14 @@ def run(args) -> dict:
         recognizer = IntentRecognizer.from_pretrained(args.model, search=search,
                                                       threshold=args.threshold)
         chosen = recognizer.parser.min_confidence
-        heard = {group: (expected, {c: score(recognizer, waves, expected) if search == "free"
-                                    else score(unrefused(recognizer), waves, expected)
+        every = unrefused(recognizer)
+        heard = {group: (expected, {c: score(every, waves, expected)
                                     for c, waves in by_condition.items()})
                  for group, (expected, by_condition) in audio.items()}
         extra = args.min_confidence if search == "grammar" else []
         for threshold in [chosen, *[t for t in extra if t != chosen]]:
             name = search if threshold == chosen else f"{search} at {threshold:g}"
-            results["searches"][name] = table(heard, kinds, threshold, search == "grammar")
+            results["searches"][name] = table(heard, kinds, threshold)
         if "latency" not in results:
             results["latency"] = latency(recognizer, real + synthetic, args.latency_commands,
                                          args.seed)

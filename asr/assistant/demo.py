@@ -42,16 +42,16 @@ from asr.assistant.actions import ActionsConfig, Assistant
 from asr.assistant.intents import (
     Intent,
     IntentParser,
-    calibrated_confidence,
+    default_min_confidence,
     free_text,
-    grammar_file,
+    load_searched,
     nbest_texts,
 )
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError, first_line
 from asr.cli import ArgumentParser, one_line
-from asr.grammar import Grammar, GrammarError
-from asr.transcriber import Transcriber
+from asr.grammar import GrammarError
+from asr.transcriber import DEFAULT_VAD, Transcriber
 from asr.untrusted import from_section
 from asr.vad import VAD_RATES, Endpointer, Utterance, VADConfig
 
@@ -290,15 +290,13 @@ def load_config(overrides: list[str]) -> DictConfig:
 def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     """The demo's parts from its config; the model is loaded here (the slow part)."""
     intents = dict(_plain(cfg.intents) or {})
-    path = grammar_file(cfg.model_dir, cfg.grammar)
-    inside = intents.get("search", "grammar") == "grammar"  # the search writes only its sentences
-    transcriber = Transcriber.from_pretrained(cfg.model_dir, device=cfg.device,
-                                              **({"grammar": str(path)} if inside else {}))
+    search = intents.get("search", "grammar")
+    transcriber, grammar = load_searched(cfg.model_dir, cfg.grammar, cfg.device, search,
+                                         DEFAULT_VAD)
     actions = from_section(ActionsConfig, _plain(cfg.actions), "actions")
     assistant = Assistant(actions, announce=lambda line: console(f"** {line}"))
     if intents.get("min_confidence") is None:
-        intents["min_confidence"] = calibrated_confidence(cfg.model_dir) if inside else 0.0
-    grammar = transcriber.grammar if inside else Grammar.load(path)
+        intents["min_confidence"] = default_min_confidence(cfg.model_dir, search)
     parser = from_section(IntentParser, {"grammar": grammar, **intents}, "intents")
     vad = from_section(VADConfig, _plain(cfg.vad), "vad")
     return VoiceDemo(transcriber, parser, assistant, vad, cfg.sample_rate, console, cfg.early_ms)

@@ -56,6 +56,7 @@ from asr.progress import progress
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
 from asr.untrusted import UntrustedInputError, check_fields, check_ranges, read_text
+from asr.vad import VADConfig
 
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
 CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated on dev
@@ -165,9 +166,22 @@ def grammar_file(model_dir: str | Path, grammar: str | Path | None = None) -> Pa
     return path
 
 
-def load_grammar(model_dir: str | Path, grammar: str | Path | None = None) -> Grammar:
-    """The grammar file given, else the model directory's grammar.yaml, read."""
-    return Grammar.load(grammar_file(model_dir, grammar))
+def load_searched(model_dir: str | Path, grammar: str | Path | None, device: str,
+                  search: str, vad: VADConfig | None = None) -> tuple[Transcriber, Grammar]:
+    """The model and its grammar (`grammar_file`), read once: the grammar search loads it
+    into the transcriber, which writes only its sentences; the free search apart."""
+    path = grammar_file(model_dir, grammar)
+    if search == "grammar":
+        transcriber = Transcriber.from_pretrained(model_dir, device=device, vad=vad,
+                                                  grammar=str(path))
+        return transcriber, transcriber.grammar
+    return Transcriber.from_pretrained(model_dir, device=device, vad=vad), Grammar.load(path)
+
+
+def default_min_confidence(model_dir: str | Path, search: str) -> float:
+    """The grammar search's calibrated threshold (`calibrated_confidence`); 0 for the free
+    search, which refuses by similarity."""
+    return calibrated_confidence(model_dir) if search == "grammar" else 0.0
 
 
 def calibrated_confidence(model_dir: str | Path) -> float:
@@ -230,17 +244,10 @@ class IntentRecognizer:
                         device: str = "cpu", search: str = "grammar",
                         threshold: float = DEFAULT_THRESHOLD,
                         min_confidence: float | None = None) -> "IntentRecognizer":
-        """`min_confidence` None: the model's calibrated value (grammar search), 0 (free)."""
-        path = grammar_file(model_dir, grammar)
-        if search == "grammar":  # the search writes only grammar sentences: load it there
-            transcriber = Transcriber.from_pretrained(model_dir, device=device, vad=None,
-                                                      grammar=str(path))
-            loaded = transcriber.grammar
-        else:
-            transcriber = Transcriber.from_pretrained(model_dir, device=device, vad=None)
-            loaded = Grammar.load(path)
+        """`min_confidence` None: `default_min_confidence`."""
+        transcriber, loaded = load_searched(model_dir, grammar, device, search)
         if min_confidence is None:
-            min_confidence = calibrated_confidence(model_dir) if search == "grammar" else 0.0
+            min_confidence = default_min_confidence(model_dir, search)
         return cls(transcriber, IntentParser(loaded, search, threshold, min_confidence))
 
     def recognize(self, audio: list) -> list[Intent]:
