@@ -22,20 +22,17 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from asr.augment import AugmentConfig, BabbleConfig, NoiseConfig, ReverbConfig
+from asr.augment import AugmentConfig, BabbleConfig
 from asr.decoding import DecodingOptions
 from asr.features import FeatureConfig
 from asr.model import ModelDimensions
 
 
 def recorded_sources() -> AugmentConfig:
-    """Every part off; the parts that mix in recordings read them where the recipes put them:
-    Speech Commands' `_silence_` clips, the rooms of `python -m asr.rooms --out data/rirs`,
-    and the training speech itself for babble."""
-    return AugmentConfig(noise=NoiseConfig(manifest="data/speech_commands/noise.jsonl",
-                                           snr_db=[5.0, 25.0]),
-                         reverb=ReverbConfig(manifest="data/rirs/rirs.jsonl"),
-                         babble=BabbleConfig(manifest="${data.train_manifest}"))
+    """Every part off; babble, when an experiment turns it on, mixes in the training speech
+    itself. The parts that mix in other recordings (noise, reverb) read the manifests an
+    experiment names."""
+    return AugmentConfig(babble=BabbleConfig(manifest="${data.train_manifest}"))
 
 
 @dataclass
@@ -79,7 +76,7 @@ class OptimConfig:
 class AdamConfig(OptimConfig):
     """Adam and AdamW, which can run as one fused kernel."""
 
-    fused: bool = True  # one kernel for all parameters: 2.3x faster steps on CPU too
+    fused: bool = True  # one kernel for all parameters (BENCHMARKS.md: faster on CPU too)
 
 
 @dataclass
@@ -115,8 +112,8 @@ class ExponentialConfig(SchedulerConfig):
 class TrainerConfig:
     """The training loop, device, checkpoints and logs (asr/train.py)."""
 
-    out_dir: str = "exp/voice_commands"  # the model directory
-    max_epochs: int = 13  # the main job's (recipes/voice_commands): it fits 20 min on 2 CPU cores
+    out_dir: str = MISSING  # the model directory: each experiment names its own
+    max_epochs: int = 20
     max_steps: int | None = None  # stop earlier after this many optimiser steps
     grad_clip: float = 5.0
     device: str = "auto"  # auto | cpu | cuda | cuda:N

@@ -22,7 +22,7 @@ directory is the run's alone (a lock file, and `trainer.overwrite=true` to start
 import sys
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from asr import CONF_DIR
 from asr.audio import AudioError
@@ -36,6 +36,7 @@ from asr.training.trainer import Trainer
 
 __all__ = ["LOCK", "Trainer", "TrainingError", "cli", "clip_gradients", "config_choices", "main"]
 
+FILLED_IN = {"model.n_vocab"}  # what training sets itself (the tokenizer's size)
 _started = False  # set once Hydra has composed a config and handed it over
 
 
@@ -43,6 +44,10 @@ _started = False  # set once Hydra has composed a config and handed it over
 def main(cfg: DictConfig) -> None:
     global _started
     _started = True
+    missing = sorted(OmegaConf.missing_keys(cfg) - FILLED_IN)
+    if missing:
+        raise SystemExit(f"error: no value for {', '.join(missing)}: give it on the command line "
+                         f"({missing[0]}=...)")
     try:
         state = Trainer(cfg).fit()
     except (TrainingError, ManifestError, AudioError, ValueError, OSError) as err:

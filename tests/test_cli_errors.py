@@ -39,6 +39,14 @@ def test_hydra_misuse_gets_hydras_error_and_the_valid_choices(tmp_path, override
     assert "model=s2t_m|s2t_s|small|tiny" in lines[-1] and "decode=beam|ctc_greedy|greedy" in lines[-1]
 
 
+def test_train_without_a_model_directory_says_so_in_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "asr.train", f"data.root={tmp_path}"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: no value for trainer.out_dir: give it on the command line (trainer.out_dir=...)"]
+
+
 def truncated_copy(source, path):
     """The first 1000 bytes of a 16-bit mono WAV (44-byte header): 956 bytes of audio."""
     path.write_bytes(source.read_bytes()[:1000])

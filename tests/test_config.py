@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from asr import CONF_DIR
-from asr.config import DataConfig, TrainerConfig, register_configs
+from asr.config import SCHEMAS, DataConfig, TrainerConfig, register_configs
 from asr.decoding import DecodingOptions
 from asr.features import FeatureConfig
 from asr.model import ModelDimensions
@@ -30,7 +30,7 @@ def composed(*overrides: str, conf: Path = CONF_DIR):
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_experiment_builds_the_librarys_dataclasses(name):
-    cfg = composed(f"experiment={name}")
+    cfg = composed(f"experiment={name}", "trainer.out_dir=exp/x")
     cfg.model.n_vocab = 100  # training fills it in from the tokenizer
     built = OmegaConf.to_object(cfg)  # each section's dataclass, its own checks run
     assert isinstance(built["model"], ModelDimensions)
@@ -38,6 +38,19 @@ def test_every_experiment_builds_the_librarys_dataclasses(name):
     assert isinstance(built["decode"], DecodingOptions)
     assert isinstance(built["data"], DataConfig) and isinstance(built["trainer"], TrainerConfig)
     assert built["data"].root and OmegaConf.select(cfg, "scheduler._target_")
+
+
+def test_library_defaults_name_no_recipe_folder():
+    """Where data and models live is the run's: the experiments and run.sh scripts say it."""
+    def strings(node: object) -> list[str]:
+        if isinstance(node, dict):
+            return [s for value in node.values() for s in strings(value)]
+        return [node] if isinstance(node, str) else []
+    defaults = [OmegaConf.to_container(OmegaConf.structured(schema))
+                for schemas in SCHEMAS.values() for schema in schemas.values()]
+    found = [s for d in defaults for s in strings(d) if s.startswith(("data/", "exp/"))]
+    assert found == []
+    assert OmegaConf.is_missing(OmegaConf.structured(TrainerConfig), "out_dir")
 
 
 def test_experiments_state_the_recipes_settings():
