@@ -33,6 +33,7 @@ from typing import BinaryIO
 import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -283,6 +284,7 @@ def _listen(sd, sample_rate: int, block: int, device: str | int | None) -> Itera
 
 def load_config(overrides: list[str]) -> DictConfig:
     """conf/demo.yaml with Hydra overrides (`key=value`, `vad.aggressiveness=3`, ...)."""
+    ConfigStore.instance().store(group="actions", name="base_actions", node=ActionsConfig)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("demo", overrides=overrides)
 
@@ -290,7 +292,7 @@ def load_config(overrides: list[str]) -> DictConfig:
 def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     """The demo's parts from its config; the model is loaded here (the slow part)."""
     intents = dict(_plain(cfg.intents) or {})
-    search = intents.get("search", "grammar")
+    search = intents.get("search", IntentParser.search)
     transcriber, grammar = load_searched(cfg.model_dir, cfg.grammar, cfg.device, search,
                                          DEFAULT_VAD)
     actions = from_section(ActionsConfig, _plain(cfg.actions), "actions")
