@@ -21,6 +21,8 @@ import soundfile as sf
 import torch
 import torchaudio.functional as AF
 
+from asr.untrusted import first_line
+
 MIN_RATE, MAX_RATE = 4000, 384000  # below 4 kHz there is no speech band left to hear
 MAX_SECONDS = 300.0  # one input; longer recordings are cut into utterances first (asr.vad)
 MAX_CHANNELS = 64  # in-memory arrays: the shorter axis of a 2-D array, if no longer than this
@@ -50,7 +52,7 @@ def stream_audio(path: str | Path, max_seconds: float | None = None,
     try:
         audio = sf.SoundFile(str(path))
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, OSError) as err:
-        raise AudioError(path, f"not readable as audio ({_first_line(err)})") from None
+        raise AudioError(path, f"not readable as audio ({first_line(err)})") from None
     rate = audio.samplerate
     try:
         _check_rate(path, rate)
@@ -71,7 +73,7 @@ def _blocks(path: Path, audio: sf.SoundFile, max_seconds: float | None) -> Itera
             try:
                 block = audio.read(block_frames, dtype="float32", always_2d=True)
             except (sf.LibsndfileError, RuntimeError, ValueError) as err:
-                raise AudioError(path, f"not readable as audio ({_first_line(err)})") from None
+                raise AudioError(path, f"not readable as audio ({first_line(err)})") from None
             if len(block) == 0:
                 break
             frames += len(block)
@@ -100,7 +102,7 @@ def _check_path(path: Path) -> None:
         exists, is_dir = path.exists(), path.is_dir()
         empty = exists and not is_dir and path.stat().st_size == 0
     except (OSError, ValueError) as err:  # permissions, names too long or with NUL bytes
-        raise AudioError(path, f"cannot open ({_first_line(err)})") from None
+        raise AudioError(path, f"cannot open ({first_line(err)})") from None
     if not exists:
         raise AudioError(path, "no such file")
     if is_dir:
@@ -132,7 +134,7 @@ def _check_wav_length(path: Path) -> None:
                     return
                 f.seek(size + size % 2, 1)
     except OSError as err:
-        raise AudioError(path, f"cannot open ({_first_line(err)})") from None
+        raise AudioError(path, f"cannot open ({first_line(err)})") from None
 
 
 def _check_rate(name: str | Path, rate: int) -> None:
@@ -205,7 +207,7 @@ def _float_samples(samples: object, name: str) -> torch.Tensor:
     try:
         array = torch.as_tensor(samples)
     except (TypeError, ValueError, RuntimeError) as err:
-        raise AudioError(name, f"not an array of samples ({_first_line(err)})") from None
+        raise AudioError(name, f"not an array of samples ({first_line(err)})") from None
     if array.is_floating_point():
         return array.float()
     scale = {torch.uint8: 128.0, torch.int8: 128.0, torch.int16: 32768.0,
@@ -234,12 +236,5 @@ def audio_duration(path: str | Path) -> float:
     try:
         info = sf.info(str(path))
     except (sf.LibsndfileError, RuntimeError, TypeError, OSError) as err:
-        raise AudioError(path, f"not readable as audio ({_first_line(err)})") from None
+        raise AudioError(path, f"not readable as audio ({first_line(err)})") from None
     return info.frames / info.samplerate
-
-
-def _first_line(err: Exception) -> str:
-    """The library's own words, on one line, without the path it repeats."""
-    text = getattr(err, "error_string", None) or getattr(err, "strerror", None) or str(err)
-    text = text.strip().splitlines()
-    return text[0] if text else type(err).__name__

@@ -37,7 +37,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from asr.features import FeatureConfig, FrontEnd
 from asr.model import ModelDimensions, SpeechTransformer
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
-from asr.untrusted import UntrustedInputError, from_section, read_file, read_yaml
+from asr.untrusted import UntrustedInputError, first_line, from_section, read_file, read_yaml
 
 CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT = (
     "config.yaml", "model.pt", "tokenizer.model", "metrics.json", "checkpoint.pt")
@@ -309,9 +309,3 @@ def load_config(path: Path) -> DictConfig:
 
 def save_metrics(directory: Path, metrics: dict) -> None:
     save_text(json.dumps(metrics, indent=2) + "\n", directory / METRICS)
-
-
-def first_line(err: Exception) -> str:
-    """An error's message on one line (its first), or its type's name when it has none."""
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

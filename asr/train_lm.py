@@ -25,10 +25,7 @@ from asr.progress import progress
 from asr.scheduler import warmup_cosine
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-
-
-class TrainingError(ValueError):
-    """A problem with the inputs, reported as one line."""
+from asr.training.options import TrainingError
 
 
 def read_sentences(path: Path) -> list[str]:

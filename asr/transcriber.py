@@ -50,7 +50,7 @@ from asr.utterances import (
     read_utterances,
     speech_span,
 )
-from asr.vad import Utterance, VADConfig
+from asr.vad import SpeechSpan, VADConfig
 
 DEFAULT_VAD = VADConfig()
 MAX_BATCH = 4096  # utterances decoded at once
@@ -188,7 +188,7 @@ class Transcriber:
             index, segments = 0, []
             for item, found in in_batches(utterances, self.batch_size,
                                           lambda waves: self._hypotheses(waves, word_timestamps)):
-                if isinstance(item, Utterance):
+                if isinstance(item, SpeechSpan):
                     text = self.tokenizer.decode(found.tokens)
                     if text:
                         segments.append(self._segment(item, found, text, word_timestamps))
@@ -219,7 +219,7 @@ class Transcriber:
         waves = [prepare_array(w, rate, rate, f"<input {i}>") for i, w in enumerate(waves)]
         return by_length(waves, self.batch_size, lambda chunk: self._decode(chunk, scored, align))
 
-    def _segment(self, utterance: Utterance, found: Hypothesis, text: str,
+    def _segment(self, utterance: SpeechSpan, found: Hypothesis, text: str,
                  word_timestamps: bool) -> Segment:
         start, end = speech_span(utterance, self.vad)
         words = None

@@ -43,7 +43,7 @@ def read_file(path: str | Path, max_bytes: int, what: str = "the file") -> bytes
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except (OSError, ValueError) as err:  # ValueError: a NUL in the name
-        raise UntrustedInputError(path, f"cannot read {what} ({_reason(err)})") from None
+        raise UntrustedInputError(path, f"cannot read {what} ({first_line(err)})") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -57,7 +57,7 @@ def read_file(path: str | Path, max_bytes: int, what: str = "the file") -> bytes
         try:
             data = f.read(max_bytes + 1)
         except OSError as err:
-            raise UntrustedInputError(path, f"cannot read {what} ({_reason(err)})") from None
+            raise UntrustedInputError(path, f"cannot read {what} ({first_line(err)})") from None
     if len(data) > max_bytes:  # it grew while being read
         raise _too_large(path, what, max_bytes)
     return data
@@ -210,8 +210,12 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _reason(err: Exception) -> str:
-    return getattr(err, "strerror", None) or str(err).splitlines()[0]
+def first_line(err: Exception) -> str:
+    """A library's own words for an error, on one line (the first), or its type's name when
+    it has none; an OS error's and libsndfile's text without the path they repeat."""
+    text = getattr(err, "error_string", None) or getattr(err, "strerror", None) or str(err)
+    lines = text.strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 def _too_large(path: str | Path, what: str, max_bytes: int) -> UntrustedInputError:

@@ -15,10 +15,10 @@ import torch
 
 from asr.audio import MAX_SECONDS, AudioError, audio_duration
 from asr.stream import stream_array, stream_file
-from asr.vad import Utterance, VADConfig, split_utterances
+from asr.vad import SpeechSpan, VADConfig, split_utterances
 
 AudioInput = str | Path | np.ndarray | torch.Tensor
-Item = Utterance | AudioError | None  # an utterance, or the end of an input (None: read whole)
+Item = SpeechSpan | AudioError | None  # an utterance, or the end of an input (None: read whole)
 Result = TypeVar("Result")
 
 
@@ -52,7 +52,7 @@ def read_utterances(inputs: Iterable[AudioInput], sample_rate: int | None, model
 
 
 def input_utterances(audio: AudioInput, sample_rate: int | None, model_rate: int,
-                     vad: VADConfig | None) -> Iterator[Utterance]:
+                     vad: VADConfig | None) -> Iterator[SpeechSpan]:
     """One input's utterances; without a VAD the whole input, up to MAX_SECONDS."""
     limit = MAX_SECONDS if vad is None else None
     if isinstance(audio, str | Path):
@@ -62,12 +62,12 @@ def input_utterances(audio: AudioInput, sample_rate: int | None, model_rate: int
         blocks = stream_array(audio, rate, model_rate, max_seconds=limit)
     if vad is None:
         wave = np.concatenate(list(blocks))
-        yield Utterance(0.0, round(len(wave) / model_rate, 3), wave)
+        yield SpeechSpan(0.0, round(len(wave) / model_rate, 3), wave)
     else:
         yield from split_utterances(blocks, model_rate, vad)
 
 
-def speech_span(utterance: Utterance, vad: VADConfig | None) -> tuple[float, float]:
+def speech_span(utterance: SpeechSpan, vad: VADConfig | None) -> tuple[float, float]:
     """Where the speech lies: the VAD keeps `pad_ms` of context on both sides of it for the
     decoder, which the reported times leave out."""
     if vad is None:
@@ -86,11 +86,11 @@ def in_batches(items: Iterable[Item], batch_size: int,
     pending: list[Item] = []
     count = 0  # utterances in `pending`
     for item in items:
-        if not isinstance(item, Utterance) and not count:
+        if not isinstance(item, SpeechSpan) and not count:
             yield item, None  # nothing before it waits to be decoded
             continue
         pending.append(item)
-        count += isinstance(item, Utterance)
+        count += isinstance(item, SpeechSpan)
         if count == batch_size:
             yield from _flush(pending, decode)
             pending, count = [], 0
@@ -99,10 +99,10 @@ def in_batches(items: Iterable[Item], batch_size: int,
 
 def _flush(pending: list[Item], decode: Callable[[list[torch.Tensor]], list[Result]],
            ) -> Iterator[tuple[Item, Result | None]]:
-    waves = [torch.from_numpy(p.samples) for p in pending if isinstance(p, Utterance)]
+    waves = [torch.from_numpy(p.samples) for p in pending if isinstance(p, SpeechSpan)]
     found = iter(decode(waves) if waves else [])
     for item in pending:
-        yield item, next(found) if isinstance(item, Utterance) else None
+        yield item, next(found) if isinstance(item, SpeechSpan) else None
 
 
 def by_length(waves: list[torch.Tensor], batch_size: int,

@@ -46,7 +46,7 @@ class VADConfig:
 
 
 @dataclass(frozen=True)
-class Utterance:
+class SpeechSpan:
     """A stretch of speech: its samples and where it lies in the stream, in seconds."""
 
     start: float
@@ -93,14 +93,14 @@ class Endpointer:
         """Silence since the last voiced frame of the utterance in progress (0 when none)."""
         return self._silence * self.config.frame_ms if self._frames_in is not None else 0
 
-    def peek(self) -> Utterance | None:
+    def peek(self) -> SpeechSpan | None:
         """The utterance in progress as `flush` would close it now, without closing it."""
         if self._frames_in is None:
             return None
         keep = self._kept()
         return self._utterance(self._frames_in[:keep], self._start)
 
-    def feed(self, samples: np.ndarray) -> list[Utterance]:
+    def feed(self, samples: np.ndarray) -> list[SpeechSpan]:
         """Classify the whole frames now available; return the utterances they complete."""
         block = np.asarray(samples, dtype=np.float32).reshape(-1)
         buffer = np.concatenate([self._pending, block]) if self._pending.size else block
@@ -111,7 +111,7 @@ class Endpointer:
         self._pending = buffer[whole * self.frame:].copy()
         return ended
 
-    def flush(self) -> list[Utterance]:
+    def flush(self) -> list[SpeechSpan]:
         """End of stream: close the utterance in progress, if it holds enough speech."""
         if self._frames_in is None:
             return []
@@ -122,7 +122,7 @@ class Endpointer:
         after it."""
         return len(self._frames_in) - self._silence + min(self._silence, self._pad)
 
-    def _step(self, frame: np.ndarray) -> list[Utterance]:
+    def _step(self, frame: np.ndarray) -> list[SpeechSpan]:
         pcm = (np.clip(frame, -1.0, 1.0) * 32767).astype("<i2").tobytes()
         voiced = self._vad.is_speech(pcm, self.sample_rate)
         self._index += 1
@@ -144,7 +144,7 @@ class Endpointer:
             return self._cut()
         return []
 
-    def _close(self, keep: int) -> list[Utterance]:
+    def _close(self, keep: int) -> list[SpeechSpan]:
         """End the utterance after its first `keep` frames; drop it if it is only a click."""
         frames, start, voiced = self._frames_in, self._start, self._voiced
         self._frames_in = None
@@ -154,20 +154,20 @@ class Endpointer:
             return []
         return [self._utterance(frames[:keep], start)]
 
-    def _cut(self) -> list[Utterance]:
+    def _cut(self) -> list[SpeechSpan]:
         """Speech that will not stop: emit what we have and go on listening, still in speech."""
         frames, start = self._frames_in, self._start
         self._frames_in, self._start, self._voiced, self._silence = [], self._index, 0, 0
         return [self._utterance(frames, start)]
 
-    def _utterance(self, frames: list[np.ndarray], start: int) -> Utterance:
+    def _utterance(self, frames: list[np.ndarray], start: int) -> SpeechSpan:
         seconds = self.frame / self.sample_rate
-        return Utterance(round(start * seconds, 3), round((start + len(frames)) * seconds, 3),
+        return SpeechSpan(round(start * seconds, 3), round((start + len(frames)) * seconds, 3),
                          np.concatenate(frames))
 
 
 def split_utterances(blocks: Iterable[np.ndarray], sample_rate: int,
-                     config: VADConfig | None = None) -> Iterator[Utterance]:
+                     config: VADConfig | None = None) -> Iterator[SpeechSpan]:
     """Utterances of a stream given as blocks (e.g. `soundfile.blocks`), in bounded memory."""
     endpointer = Endpointer(sample_rate, config)
     for block in blocks:

@@ -30,7 +30,7 @@ from asr.decoding import Hypothesis
 from asr.grammar import Grammar
 from asr.train import Trainer
 from asr.transcriber import Transcriber
-from asr.vad import Utterance, VADConfig
+from asr.vad import SpeechSpan, VADConfig
 from conftest import train_config, write_manifest
 from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
@@ -180,7 +180,7 @@ def test_speech_resuming_after_an_early_command_continues_it(command_model, home
     intent = demo.parser.parse("show me my photos", Hypothesis([], 0.0, 0.0, 0.9))
     early = Turn(1.0, 2.5, "show me my photos", intent, "done", 0.2, 0.15, early=True)
     late = Turn(1.0, 2.5, "show me my photos", intent, "done", 0.5, 0.4, early=False)
-    soon, later = (Utterance(start, start + 0.5, np.zeros(8000, np.float32))
+    soon, later = (SpeechSpan(start, start + 0.5, np.zeros(8000, np.float32))
                    for start in (2.7, 3.5))
     assert demo._continued(soon, "please", [early]) is early
     assert demo._continued(soon, "what time is it", [early]) is None

@@ -49,12 +49,12 @@ from asr.assistant.intents import (
     nbest_texts,
 )
 from asr.audio import AudioError, load_audio, resample
-from asr.checkpoint import ModelDirError, first_line
+from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, one_line
 from asr.grammar import GrammarError
 from asr.transcriber import DEFAULT_VAD, Transcriber
-from asr.untrusted import from_section
-from asr.vad import VAD_RATES, Endpointer, Utterance, VADConfig
+from asr.untrusted import first_line, from_section
+from asr.vad import VAD_RATES, Endpointer, SpeechSpan, VADConfig
 
 PROG = "asr-demo"  # the name usage errors begin with
 ASK_RATIO = 0.5  # ask "did you mean ...?" when the second reading is at least this likely
@@ -140,14 +140,14 @@ class VoiceDemo:
         endpointer.flush()
         return [self._turn(utterance, decoded, heard, received, speech_end, early=True)]
 
-    def _recognize(self, utterance: Utterance) -> tuple[str, Intent]:
+    def _recognize(self, utterance: SpeechSpan) -> tuple[str, Intent]:
         wave = resample(torch.from_numpy(utterance.samples), self.sample_rate,
                         self.transcriber.sample_rate)
         text, found = self.transcriber.transcribe_scored([wave])[0]
         return text, self.parser.parse(text, found, nbest_texts(self.transcriber, found),
                                        free_text(self.transcriber, found))
 
-    def handle(self, utterance: Utterance, heard: int, received: float,
+    def handle(self, utterance: SpeechSpan, heard: int, received: float,
                earlier: list[Turn] | None = None) -> Turn:
         """Transcribe, understand, act and report. `heard` samples had arrived by `received`;
         `earlier` turns tell whether this utterance continues a command acted on early."""
@@ -158,7 +158,7 @@ class VoiceDemo:
         return self._turn(utterance, decoded, heard, received, speech_end,
                           self._continued(utterance, decoded[0], earlier or []))
 
-    def _continued(self, utterance: Utterance, text: str, earlier: list[Turn]) -> Turn | None:
+    def _continued(self, utterance: SpeechSpan, text: str, earlier: list[Turn]) -> Turn | None:
         """The early turn this utterance goes on from, when the two still mean its command."""
         last = earlier[-1] if earlier else None
         if last is None or not last.early or utterance.start - last.end > (
@@ -169,7 +169,7 @@ class VoiceDemo:
                                                                   last.intent.slots)
         return last if same else None
 
-    def _turn(self, utterance: Utterance, decoded: tuple[str, Intent], heard: int,
+    def _turn(self, utterance: SpeechSpan, decoded: tuple[str, Intent], heard: int,
               received: float, speech_end: float, continues: Turn | None = None,
               early: bool = False) -> Turn:
         text, intent = decoded

@@ -47,7 +47,7 @@ from pathlib import Path
 from rapidfuzz.distance import Levenshtein
 
 from asr.audio import AudioError, load_audio
-from asr.checkpoint import ModelDirError, first_line, save_text
+from asr.checkpoint import ModelDirError, save_text
 from asr.cli import ArgumentParser, print_error, save_report, tsv_field
 from asr.data import ManifestError, audio_path
 from asr.decoding import Hypothesis
@@ -55,7 +55,7 @@ from asr.grammar import Grammar, GrammarError
 from asr.progress import progress
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
-from asr.untrusted import UntrustedInputError, check_fields, check_ranges, read_text
+from asr.untrusted import UntrustedInputError, check_fields, check_ranges, first_line, read_text
 from asr.vad import VADConfig
 
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for

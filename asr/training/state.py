@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.checkpoint import first_line, load_torch, save_torch
+from asr.checkpoint import load_torch, save_torch
 from asr.training.options import TrainingError
+from asr.untrusted import first_line
 
 
 @dataclass
