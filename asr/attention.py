@@ -81,10 +81,7 @@ class MultiHeadAttention(nn.Module):
         """Keys and values (batch, heads, time, head_dim); keys rotated to `positions` for RoPE.
 
         Separate projections, as whisper's: one GEMM of the concatenated q, k, v weights is no
-        faster on CPU (self-attention of 16 x 16-128 positions, forward + backward, one
-        thread: 3.5-34 ms fused against 2.3-29 ms separate; a training step of the small model
-        with rotary positions, 16 utterances of 1-2 s: 261 ms fused, 247 ms separate, and
-        290 ms with the short-key softmax of `attend` as well)."""
+        faster on CPU (BENCHMARKS.md, implementation choices)."""
         k, v = split_heads(self.key(source), self.n_head), split_heads(self.value(source), self.n_head)
         return (k if self.rotary is None else self.rotary(k, positions)), v
 
@@ -93,11 +90,8 @@ class MultiHeadAttention(nn.Module):
         """The heads' outputs (batch, heads, queries, head_dim): over the local window, with
         Shaw's relative embeddings, or (the common path) SDPA.
 
-        SDPA at every length, on CPU too: a written-out softmax for short keys is no faster
-        (`tools/bench_attention.py --backward --lengths 16 32 64`, one thread: 3.3-3.7, 3.6-4.6
-        and 4.5-6.6 ms a layer against SDPA's 2.0-2.4, 2.0 and 4.0-4.5 ms; a decoder step, one
-        query of 32 hypotheses against 8, 16, 32, 64 keys: 111, 39, 72, 199 us against 44, 53,
-        69, 162 us)."""
+        SDPA at every length, on CPU too: a written-out softmax for short keys is no faster,
+        in training or in a decoder step (`tools/bench_attention.py`; BENCHMARKS.md)."""
         if self.window:
             return local_attention(q, k, v, key_padding(mask, k), self.window, self.relative)
         if self.relative is not None:

@@ -210,9 +210,9 @@ def _ctc_nll(log_probs: Tensor, memory_lengths: Tensor, tokens: Tensor,
 def encode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
            chunk: int) -> tuple[Tensor, Tensor]:
     """Encoder states of a batch, computed `chunk` utterances at a time, each chunk cut to its
-    longest utterance: on a CPU, 64 utterances encoded at once cost more per utterance than
-    16 (measured: the activations no longer fit the caches). The search then runs on the
-    whole batch, where batching pays."""
+    longest utterance: on a CPU, a large batch encoded at once costs more per utterance than a
+    chunk whose activations fit the caches. The search then runs on the whole batch, where
+    batching pays."""
     network = as_network(model)
     if len(wave) <= chunk:
         return network.encode(wave, lengths)

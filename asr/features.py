@@ -152,8 +152,7 @@ class FrontEnd(nn.Module):
 
     def power(self, wave: torch.Tensor) -> torch.Tensor:
         """(batch, bins, frames) power spectra |X|^2, computed as re^2 + im^2: on CPU, complex
-        abs() squared was 2.5x slower and a sum over view_as_real's last axis (of size 2) 9x
-        slower (32 x 2.5 s, one thread)."""
+        abs() squared and a sum over view_as_real's last axis are slower (BENCHMARKS.md)."""
         if torch.onnx.is_in_onnx_export():
             return self.dft_power(wave)
         spec = self.spectrogram(wave)

@@ -5,9 +5,9 @@
 Each response is a shoebox room of random size and reverberation time, with a talker and a
 microphone at random places in it, simulated by pyroomacoustics: walls absorbing as Sabine's
 formula needs for the drawn RT60, the first reflections by image sources (up to ISM_ORDER
-bounces) and the tail by ray tracing, with air absorption. The pure image-source method is
-slower by 1.5-12x from RT60 0.5 s up (up to 18 s per room here) and its tails overshoot the
-target more (1.65 s measured for 0.9 s, against 1.3 s). Writes OUT/rir_NNNN.wav (float, at
+bounces) and the tail by ray tracing, with air absorption: the pure image-source method is
+much slower for long reverberation and its tails overshoot the target more (BENCHMARKS.md).
+Writes OUT/rir_NNNN.wav (float, at
 `--sample-rate`) and OUT/rirs.jsonl, a manifest for `data.augment.reverb.manifest`, whose lines
 also carry each room's size, target and measured RT60 and talker-microphone distance.
 Measured responses (e.g. a corpus of real rooms) go in a manifest of the same form.

@@ -99,7 +99,7 @@ def clip_gradients(parameters: Iterable[torch.nn.Parameter], max_norm: float) ->
     `clip_grad_norm_` multiplies every gradient by min(1, max_norm / norm) on every step, so
     that a GPU never waits for the norm. The training step waits for it anyway (it checks that
     the norm is finite), and most steps are under the limit: multiplying only then saves a
-    pass over all gradients, about 5% of a CPU step of the default model.
+    pass over all gradients.
     """
     params = [p for p in parameters if p.grad is not None]
     norm = torch.nn.utils.get_total_norm([p.grad for p in params])
