@@ -79,3 +79,57 @@ def test_a_breach_is_named_with_its_module_and_import():
                     "from .. import vad\n", "asr.assistant.demo", "asr.assistant") == []
     assert module_and_package(ROOT / "asr" / "assistant" / "__init__.py") == ("asr.assistant",) * 2
     assert module_and_package(ROOT / "asr" / "vad.py") == ("asr.vad", "asr")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of asr/ -> the modules of asr/ it imports anywhere (type-hint and deferred
+    imports included); `from a import b` counts as a.b where b is a module, else a."""
+    modules = {module_and_package(p)[0]: p for p in sorted((ROOT / "asr").rglob("*.py"))}
+    graph = {}
+    for module, path in modules.items():
+        graph[module] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for name, _ in _imports(node, module_and_package(path)[1]):
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    graph[module].add(name)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_toolkit_has_no_import_circles():
+    graph = import_graph()
+    assert "asr.decoding" in graph["asr.transcriber"]
+    assert circles(graph) == []
+
+
+def test_an_import_circle_is_found():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
