@@ -37,8 +37,7 @@ import numpy as np
 
 from asr.checkpoint import save_text
 from asr.grammar import Sentence
-from recipes.fsdd.prepare import DIGITS
-from recipes.speech_commands.prepare import AUXILIARY, COMMANDS
+from recipes.common.corpora import AUXILIARY, COMMANDS, DIGITS
 from recipes.voice_commands.synthesis import Job, synthesize_all
 from recipes.voice_commands.synthetic_voices import choose_voice, discover_voices, split_voices
 

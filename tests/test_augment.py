@@ -23,7 +23,7 @@ from asr.augment import (
 from asr.data import SpeechDataset, Utterance, collate
 from asr.rooms import measured_rt60, write_rooms
 from conftest import COMMANDS, SHARED, fsdd_file, require_shared, train_config, write_manifest
-from recipes.wuw.prepare import WUW_FORMAT
+from recipes.common.corpora import WUW_FORMAT
 
 
 def power(x: torch.Tensor) -> float:

@@ -18,6 +18,7 @@ from conftest import COMMANDS, DIGITS, FSDD, SHARED, require_shared, train_confi
 from recipes import common, synthetic
 from recipes.cathy import lm_text
 from recipes.cathy import prepare as cathy
+from recipes.common import corpora
 from recipes.fsdd import prepare as fsdd
 from recipes.speech_commands import prepare as speech_commands
 from recipes.voice_commands.synthetic_voices import HELD_OUT
@@ -135,7 +136,7 @@ def test_speech_commands_transcripts_and_speaker_split(commands_out):
             elif r["kind"] == "_unknown_":
                 assert r["text"] == path.stem.split("_")[0] and r["speaker"] in path.stem
             else:
-                assert r["text"] == path.parent.name in speech_commands.COMMANDS
+                assert r["text"] == path.parent.name in corpora.COMMANDS
                 assert path.stem.startswith(r["speaker"] + "_nohash_")
     noise = rows(commands_out["noise"])
     assert noise and noise == [r for r in splits["train"] if r["kind"] == "_silence_"]
@@ -147,7 +148,7 @@ def test_speech_commands_auxiliary_words_are_the_unknown_clips(commands_out):
     """The 25 other words that `recipes.synthetic` speaks are exactly the corpus's own."""
     said = {r["text"] for split in common.SPLITS for r in rows(commands_out[split])
             if r["kind"] == "_unknown_"}
-    assert said == set(speech_commands.AUXILIARY) and len(speech_commands.AUXILIARY) == 25
+    assert said == set(corpora.AUXILIARY) and len(corpora.AUXILIARY) == 25
 
 
 def test_speech_commands_rehearsal_joins_train_only(commands_out, tmp_path):
@@ -182,7 +183,7 @@ def test_hash_split_is_stable_and_salted():
     # Every speaker of the official test archive lies in the unsalted test band.
     speakers = {p.stem.split("_")[0] for p in (COMMANDS / "yes").glob("*.wav")}
     assert {common.hash_split(s, 10, 10) for s in speakers} == {"test"}
-    assert {common.hash_split(s, 10, 10, speech_commands.SALT) for s in speakers} == \
+    assert {common.hash_split(s, 10, 10, corpora.SALT) for s in speakers} == \
         {"train", "dev", "test"}
     with pytest.raises(ValueError, match="both in dev and test: ann"):
         common.named_split("bob", ["ann"], ["ann"])

@@ -11,8 +11,8 @@ import soundfile as sf
 
 from asr.grammar import Grammar
 from conftest import SHARED, require_shared
+from recipes.common import corpora
 from recipes.voice_commands import prepare, real, sentence_splits, synthetic_voices
-from recipes.wuw import prepare as wuw_recipe
 
 GRAMMAR = Grammar.load(prepare.DEFAULT_GRAMMAR)
 POOLS = sentence_splits.intent_pools(GRAMMAR, seed=0)
@@ -181,7 +181,7 @@ def test_real_recordings_split_by_speaker(tmp_path: Path) -> None:
     assert not speakers["train"] & speakers["test"]
     assert not speakers["dev"] & speakers["test"]
     assert {"jackson", "lucas"} <= speakers["train"] and "yweweler" in speakers["test"]
-    wuw_groups = wuw_recipe.speaker_groups(wuw_recipe.entries(SHARED / "wuw"))
+    wuw_groups = corpora.speaker_groups(corpora.entries(SHARED / "wuw"))
     groups = {name: {group for session, group in wuw_groups.items()
                      if f"wuw:{session}" in speakers[name]} for name in speakers}
     assert not groups["train"] & groups["test"] and groups["test"]

@@ -16,7 +16,7 @@ from asr.audio import load_audio
 from asr.checkpoint import load_model_dir
 from asr.text import normalize_transcription
 from conftest import ROOT, SHARED, require_shared, train_config
-from recipes.common import SPLITS
+from recipes.common import SPLITS, corpora
 from recipes.wuw import prepare as wuw
 from recipes.wuw import spot
 
@@ -35,7 +35,7 @@ def rows(path: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def corpus() -> list[dict]:
     require_shared()
-    return wuw.entries(WUW)
+    return corpora.entries(WUW)
 
 
 @pytest.fixture(scope="module")
@@ -118,12 +118,12 @@ def test_manifest_lines(prepared, corpus):
 def test_speaker_groups_are_disjoint_across_splits(corpus, prepared):
     """Calls of one group share a split; the rule's groups on the whole corpus; and the
     prepared splits hold no group (and no call) twice."""
-    groups = wuw.speaker_groups(corpus)
+    groups = corpora.speaker_groups(corpus)
     assert len(groups) == 183 and len(set(groups.values())) == 105
     assert {groups[c] for c in ("00026", "00027", "00028", "00029")} == {"wuw:00026"}
     assert groups["00146"] == groups["00147"] == "wuw:00146" and groups["00148"] == "wuw:00148"
     assert groups["00000"] == "wuw:00000" and groups["00002"] == "wuw:00002"
-    splits = wuw.session_splits(corpus)
+    splits = corpora.session_splits(corpus)
     by_group = defaultdict(set)
     for call, group in groups.items():
         by_group[group].add(splits[call])

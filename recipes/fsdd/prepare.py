@@ -32,7 +32,6 @@ listed three times is heard three times an epoch; 25.9% -> 19.3% with the narrow
 
 import argparse
 import json
-import re
 import shutil
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -52,30 +51,15 @@ from recipes.common import (
     rehearsal,
     write_manifests,
 )
+from recipes.common.corpora import DIGIT_SET, DIGITS, recordings
 
 URL = "https://github.com/Jakobovski/free-spoken-digit-dataset/archive/refs/heads/master.zip"
-DIGITS = "zero one two three four five six seven eight nine".split()
-DIGIT_SET = frozenset(DIGITS)
-NAME = re.compile(r"(\d)_([A-Za-z]+)_(\d+)\.wav")
 TEST_SPEAKERS = ("yweweler",)
 STRINGS = {"train": 2000, "dev": 200, "test": 300}
 MAX_DIGITS = 7
 PAUSE_S = (0.05, 0.3)  # between digits
 EDGE_S = (0.05, 0.25)  # before the first and after the last digit
 DITHER = 3e-4  # low noise in the gaps: real recordings are never digitally silent
-
-
-def recordings(root: Path) -> list[tuple[Path, int, str, int]]:
-    """(path, digit, speaker, take) of every FSDD recording under `root`."""
-    folder = root / "recordings" if (root / "recordings").is_dir() else root
-    found = []
-    for path in sorted(folder.glob("*.wav")):
-        match = NAME.fullmatch(path.name)
-        if match:
-            found.append((path.resolve(), int(match[1]), match[2], int(match[3])))
-    if not found:
-        raise SystemExit(f"error: {folder}: no FSDD recordings ({{digit}}_{{speaker}}_{{take}}.wav)")
-    return found
 
 
 def split_of(speaker: str, take: int, test_speakers: Iterable[str], dev_speakers: Iterable[str],

@@ -40,38 +40,10 @@ from recipes.common import (
     rehearsal,
     write_manifests,
 )
+from recipes.common.corpora import SALT, SILENCE, UNKNOWN, clips, describe
 
 URL = "http://download.tensorflow.org/data/speech_commands_test_set_v0.02.tar.gz"
-COMMANDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
-# The 25 other words of v0.02 (its `_unknown_` clips): 15 words and the ten digits.
-AUXILIARY = ("backward", "bed", "bird", "cat", "dog", "follow", "forward", "happy", "house",
-             "learn", "marvin", "sheila", "tree", "visual", "wow", "zero", "one", "two", "three",
-             "four", "five", "six", "seven", "eight", "nine")
-UNKNOWN, SILENCE = "_unknown_", "_silence_"
 DEV_PERCENT, TEST_PERCENT = 10.0, 10.0
-SALT = "asr-recipes:"
-
-
-def describe(path: Path) -> tuple[str, str]:
-    """(transcript, group) of one clip: the group is its speaker, or the clip for silence."""
-    folder, stem = path.parent.name, path.stem
-    if folder == SILENCE:
-        return "", f"silence:{stem}"
-    head, sep, _ = stem.partition("_nohash_")
-    if not sep:
-        raise SystemExit(f"error: {path}: expected a name like SPEAKER_nohash_N.wav")
-    if folder == UNKNOWN:
-        word, _, speaker = head.rpartition("_")
-        return word.replace("_", " "), speaker
-    return folder, head
-
-
-def clips(root: Path, unknown: bool = True, silence: bool = True) -> list[Path]:
-    folders = [*COMMANDS, *([UNKNOWN] if unknown else []), *([SILENCE] if silence else [])]
-    found = [path for folder in folders for path in sorted((root / folder).glob("*.wav"))]
-    if not found:
-        raise SystemExit(f"error: {root}: no Speech Commands clips ({{word}}/*.wav)")
-    return found
 
 
 def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,

@@ -15,7 +15,8 @@ corpora of real recordings join the corpus (see its README):
 
 Everything is split by speaker, so dev and test hold people the model never heard: FSDD's four
 by name, Speech Commands' by a stable hash of the speaker id (noise clips by file name), WUW's
-as its own recipe splits them (`recipes.wuw.prepare`: calls grouped into speakers), so a WUW
+as its own recipe splits them (`recipes.common.corpora.session_splits`: calls grouped into
+speakers), so a WUW
 test speaker is a test speaker for every model. Speech Commands and FSDD are referenced in
 place; WUW's headerless mu-law is converted to WAV under OUT/wavs/wuw, since the training loader
 reads only self-describing audio files.
@@ -29,11 +30,8 @@ from pathlib import Path
 from asr.audio import audio_duration
 from asr.progress import progress
 from asr.text import normalize_transcription
-from recipes.fsdd import prepare as fsdd_recipe
-from recipes.speech_commands import prepare as sc
-from recipes.wuw import prepare as wuw_recipe
+from recipes.common import corpora
 
-FSDD_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 # FSDD has four speakers: two train, one dev, one test.
 FSDD_SPLIT = {"jackson": "train", "lucas": "train", "nicolas": "dev", "yweweler": "test"}
 # Shares of Speech Commands speakers (and noise clips) held out.
@@ -63,9 +61,9 @@ def _record(path: Path, text: str, speaker: str, source: str, kind: str,
 def speech_commands(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
     """(split, record): every word with its transcript (a command when it is a grammar
     sentence), background noise as noise."""
-    for path in sc.clips(root):
-        text, group = sc.describe(path)
-        if path.parent.name == sc.SILENCE:
+    for path in corpora.clips(root):
+        text, group = corpora.describe(path)
+        if path.parent.name == corpora.SILENCE:
             yield speaker_split(path.stem), _record(path, "", "noise", "speech_commands", "noise")
         else:
             kind = "command" if text in words else "other"
@@ -74,9 +72,9 @@ def speech_commands(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
 
 def fsdd(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
     """(split, record) for every FSDD recording: a command when its digit is a grammar sentence."""
-    for path, digit, speaker, _ in fsdd_recipe.recordings(root):
+    for path, digit, speaker, _ in corpora.recordings(root):
         if speaker in FSDD_SPLIT:
-            text = FSDD_DIGITS[digit]
+            text = corpora.DIGITS[digit]
             kind = "command" if text in words else "other"
             yield FSDD_SPLIT[speaker], _record(path, text, speaker, "fsdd", kind)
 
@@ -84,14 +82,14 @@ def fsdd(root: Path, words: set[str]) -> Iterator[tuple[str, dict]]:
 def wuw(root: Path, out: Path, grammar_sentences: set[str]) -> Iterator[tuple[str, dict]]:
     """(split, record) for WUW utterances (converted to WAV), each with its words: a command
     when they are a grammar sentence."""
-    entries = wuw_recipe.entries(root)
-    splits = wuw_recipe.session_splits(entries)
+    entries = corpora.entries(root)
+    splits = corpora.session_splits(entries)
     for entry in entries:
         text = normalize_transcription(entry["transcription"])
         if not text:  # only markup ("[click]", a cut-off "-perator"): no words to teach
             continue
-        wav, duration = wuw_recipe.to_wav(root, entry, out / "wavs" / "wuw")
-        kind = "sentence" if wuw_recipe.is_sentence(entry) else "wake_word"
+        wav, duration = corpora.to_wav(root, entry, out / "wavs" / "wuw")
+        kind = "sentence" if corpora.is_sentence(entry) else "wake_word"
         kind = "command" if text in grammar_sentences else kind
         record = _record(wav, text, f"wuw:{entry['sessionNumber']}", "wuw", kind, duration)
         yield splits[entry["sessionNumber"]], record

@@ -45,14 +45,9 @@ gender, dialect, phonetype and the raw transcription.
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from datetime import datetime
-from itertools import pairwise
+from collections.abc import Mapping
 from pathlib import Path
 
-import soundfile as sf
-
-from asr.checkpoint import atomic_write
 from asr.progress import progress
 from asr.text import normalize_transcription
 from recipes.common import (
@@ -63,105 +58,20 @@ from recipes.common import (
     percent_split_cli,
     write_manifests,
 )
+from recipes.common.corpora import (
+    SALT,
+    WUW_DEV_PERCENT,
+    WUW_TEST_PERCENT,
+    entries,
+    is_sentence,
+    keyword,
+    speaker_groups,
+    to_wav,
+)
 
 URL = "https://github.com/wake-up-word/wuw-corpus-ii/archive/HEAD.zip"
-WUW_FORMAT = {"format": "RAW", "subtype": "ULAW", "samplerate": 8000, "channels": 1}
-KEYWORDS = ("operator", "thinkengine", "onword", "wildfire", "voyager")  # utterances 1-5, 6-10
-DEV_PERCENT, TEST_PERCENT = 15.0, 20.0
-SALT = "asr-recipes:"
-SAME_CALLER_GAP = 3600.0  # seconds between the starts of two calls by one caller, at most
-MIN_SHARED_WORDS = 4
+DEV_PERCENT, TEST_PERCENT = WUW_DEV_PERCENT, WUW_TEST_PERCENT
 MIN_SECONDS = 0.1
-
-
-def entries(root: Path) -> list[dict]:
-    """data.json's utterances 001-010 (upstream keeps them in one list under a single key)."""
-    path = Path(root) / "data.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise SystemExit(f"error: {path}: cannot read the corpus index ({err})") from None
-    found = [entry for group in (data.values() if isinstance(data, dict) else [data])
-             for entry in group if "001" <= entry.get("utteranceNumber", "") <= "010"]
-    if not found:
-        raise SystemExit(f"error: {path}: no utterances 001-010")
-    return found
-
-
-def keyword(entry: dict) -> str:
-    """The keyword an utterance was asked for, by its number."""
-    return KEYWORDS[(int(entry["utteranceNumber"]) - 1) % len(KEYWORDS)]
-
-
-def is_sentence(entry: dict) -> bool:
-    return entry["utteranceNumber"] >= "006"
-
-
-def read_ulaw(path: Path):
-    """A headerless 8 kHz mu-law file as int16 samples."""
-    samples, _ = sf.read(str(path), dtype="int16", **WUW_FORMAT)
-    return samples
-
-
-def to_wav(root: Path, entry: dict, folder: Path) -> tuple[Path, float]:
-    """The entry's audio as FOLDER/{name}.wav (written once, atomically) and its duration."""
-    wav = folder / (Path(entry["filePath"]).stem + ".wav")
-    if not wav.is_file():
-        samples = read_ulaw(Path(root) / entry["filePath"])
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(wav, lambda f: sf.write(f, samples, WUW_FORMAT["samplerate"], format="WAV",
-                                             subtype="PCM_16"))
-    return wav, sf.info(str(wav)).duration
-
-
-def _started(calls: list[dict]) -> datetime:
-    return min(datetime.fromisoformat(e["dateRecorded"].replace("Z", "+00:00")) for e in calls)
-
-
-def _script_words(entry: dict) -> str:
-    """A sentence's words without its keywords: what a reused script has in common."""
-    return " ".join(w for w in normalize_transcription(entry["transcription"]).split()
-                    if w not in KEYWORDS)
-
-
-def speaker_groups(items: Iterable[dict]) -> dict[str, str]:
-    """Session number -> speaker group id ("wuw:" + its first session), by the module's rule."""
-    sessions: dict[str, list[dict]] = defaultdict(list)
-    for entry in items:
-        sessions[entry["sessionNumber"]].append(entry)
-    parent = {s: s for s in sessions}
-
-    def root(s: str) -> str:
-        while parent[s] != s:
-            s = parent[s] = parent[parent[s]]
-        return s
-
-    def join(a: str, b: str) -> None:
-        ra, rb = root(a), root(b)
-        parent[max(ra, rb)] = min(ra, rb)
-
-    callers: dict[tuple[str, str], list[tuple[datetime, str]]] = defaultdict(list)
-    for s, calls in sessions.items():
-        callers[calls[0]["gender"], calls[0]["dialect"]].append((_started(calls), s))
-    for starts in callers.values():
-        starts.sort()
-        for (before, a), (after, b) in pairwise(starts):
-            if (after - before).total_seconds() <= SAME_CALLER_GAP:
-                join(a, b)
-    scripts: dict[str, str] = {}
-    for s, calls in sorted(sessions.items()):
-        for entry in filter(is_sentence, calls):
-            words = _script_words(entry)
-            if len(words.split()) >= MIN_SHARED_WORDS:
-                join(scripts.setdefault(words, s), s)
-    return {s: f"wuw:{root(s)}" for s in sessions}
-
-
-def session_splits(items: list[dict], dev_percent: float = DEV_PERCENT,
-                   test_percent: float = TEST_PERCENT) -> dict[str, str]:
-    """Session number -> train, dev or test, whole speaker groups together."""
-    return {s: hash_split(group, dev_percent, test_percent, SALT)
-            for s, group in speaker_groups(items).items()}
 
 
 def keyword_span(entry: dict, text: str, duration: float) -> tuple[float | None, float | None]:

@@ -36,7 +36,7 @@ from asr.checkpoint import ModelDirError, save_text
 from asr.data import ManifestError, iter_manifest
 from asr.progress import progress
 from asr.transcriber import Transcriber
-from recipes.wuw.prepare import KEYWORDS
+from recipes.common.corpora import KEYWORDS
 
 DEFAULT_TOLERANCE = 0.5  # seconds
 
