@@ -108,3 +108,11 @@ def test_beam_and_greedy_state_only_their_differences():
         assert {k: v for k, v in cfg.items() if defaults[k] != v} == differences
         stated = yaml.safe_load((CONF_DIR / "decode" / f"{name}.yaml").read_text())
         assert set(stated) - {"defaults"} == set(differences)
+
+
+@pytest.mark.parametrize("name", [e for e in EXPERIMENTS if "finetune" in e])
+def test_a_finetune_experiment_has_its_starts_front_end_and_network(name):
+    tuned = composed(f"experiment={name}")
+    start = composed(f"experiment={Path(tuned.trainer.init_from).name}")
+    assert tuned.features == start.features
+    assert tuned.model == start.model
