@@ -85,6 +85,19 @@ def test_a_second_run_in_the_same_directory_stops_at_once(tmp_path, manifest):
     assert not (tmp_path / "model" / WEIGHTS).exists()
 
 
+def test_a_finished_run_frees_the_directory_while_its_loader_workers_live(tmp_path, manifest):
+    """Persistent DataLoader workers, forked while the lock was held, share its open file;
+    the run unlocks on leaving, so resuming in the same process (tools/gpu_check.py does) works
+    while they are still alive."""
+    run = [*STEPS, "data.num_workers=1"]
+    first = Trainer(train_config(tmp_path, manifest, *run))
+    first.fit()
+    resumed = Trainer(train_config(tmp_path, manifest, *run, "trainer.max_epochs=2",
+                                   "trainer.resume=true"))
+    resumed.fit()
+    assert resumed.state.epoch == 2 and first.train_loader._iterator is not None  # workers kept
+
+
 class Saves(Trainer):
     """Records the position in the epoch at every save of the training state."""
 

@@ -69,4 +69,7 @@ def hold_run_dir(out: Path, resumed: bool) -> Iterator[None]:
         for folder, written in ((out, OWN_FILES), (out / AVERAGED, OWN_FILES),
                                 (out / EPOCHS, r"epoch_\d+\.pt")):
             remove_partial_files(folder, written)
-        yield
+        try:
+            yield
+        finally:  # DataLoader workers forked during the run share this open file: closing it
+            fcntl.flock(lock, fcntl.LOCK_UN)  # would leave the lock held until they exit
