@@ -115,6 +115,13 @@ class TrainerConfig:
     out_dir: str = MISSING  # the model directory: each experiment names its own
     max_epochs: int = 20
     max_steps: int | None = None  # stop earlier after this many optimiser steps
+    # A time budget: training ends by then, its last weights scored on dev and kept as any
+    # epoch's (asr/training/budget.py). Wall minutes of training over all resumed parts (not the
+    # setup before the first step); checked between steps, leaving the time the end needs (the
+    # final dev evaluation, and the averaged weights' when averaging). Under a budget a schedule
+    # with an end (cosine) ends where the budget does: the steps the time left holds at the speed
+    # measured so far in this process, estimated again after every step. None: no budget.
+    max_minutes: float | None = None
     grad_clip: float = 5.0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: str = "bf16"  # autocast on CUDA: bf16 | fp16 (with a GradScaler) | fp32; CPU is fp32

@@ -37,24 +37,50 @@ def warmup_inverse_sqrt(optimizer: Optimizer, warmup_steps: int) -> LambdaLR:
     return _schedule(optimizer, lambda t: min(t / warmup_steps, math.sqrt(warmup_steps / t)))
 
 
+class WarmupCosine:
+    """The factor of `warmup_cosine` at step t = 1, 2, ...; a callable object rather than a
+    closure, so that the schedule's state (LambdaLR.state_dict) keeps its end, which a run under
+    a time budget moves to where the budget ends (`set_schedule_end`)."""
+
+    def __init__(self, warmup_steps: int, total_steps: int, final: float) -> None:
+        self.warmup_steps, self.total_steps, self.final = warmup_steps, total_steps, final
+
+    def __call__(self, step: int) -> float:
+        t = step + 1  # LambdaLR counts from 0 (the first step)
+        if t >= self.total_steps:  # also an end inside the warmup (a budget shorter than it)
+            return self.final
+        if t < self.warmup_steps:
+            return t / self.warmup_steps
+        progress = (t - self.warmup_steps) / (self.total_steps - self.warmup_steps)
+        return self.final + (1 - self.final) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
 def warmup_cosine(optimizer: Optimizer, warmup_steps: int, total_steps: int,
                   final: float = 0.0) -> LambdaLR:
     """Linear warmup to 1, then a half cosine down to `final` at `total_steps` (flat after).
 
     `total_steps: null` in the config is filled in by training (trainer.max_steps, or epochs
-    times batches per epoch).
+    times batches per epoch); under a time budget (trainer.max_minutes) training moves it to
+    the step the budget ends at.
     """
     if total_steps <= warmup_steps:
         raise ValueError(f"scheduler.total_steps ({total_steps}) must exceed "
                          f"scheduler.warmup_steps ({warmup_steps})")
+    return LambdaLR(optimizer, WarmupCosine(warmup_steps, total_steps, final))
 
-    def factor(t: int) -> float:
-        if t < warmup_steps:
-            return t / warmup_steps
-        progress = min(1.0, (t - warmup_steps) / (total_steps - warmup_steps))
-        return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * progress))
 
-    return _schedule(optimizer, factor)
+def schedule_end(scheduler: LambdaLR) -> int | None:
+    """The step a schedule ends at, or None for one that has no end (noam, warmups)."""
+    ends = [f.total_steps for f in scheduler.lr_lambdas if isinstance(f, WarmupCosine)]
+    return ends[0] if ends else None
+
+
+def set_schedule_end(scheduler: LambdaLR, steps: int) -> None:
+    """Move the end of a schedule that has one; the learning rate of the steps after the next
+    `scheduler.step()` follows it."""
+    for factor in scheduler.lr_lambdas:
+        if isinstance(factor, WarmupCosine):
+            factor.total_steps = steps
 
 
 def linear_warmup(optimizer: Optimizer, warmup_steps: int) -> LambdaLR:

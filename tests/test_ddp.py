@@ -60,6 +60,25 @@ def test_two_ranks_equal_one_process_over_the_same_global_batch(tmp_path):
         assert ddp_epoch["dev_wer"] == epoch["dev_wer"]
 
 
+def test_ranks_stop_together_at_a_time_budget(tmp_path):
+    """Under trainer.max_minutes every rank stops at the same step with the same schedule's
+    end (the first rank to see the budget's end stops them all): the run ends, none left
+    waiting on a collective the other has left."""
+    manifest = write_manifest(tmp_path / "train.jsonl", small_real_set())
+    out = tmp_path / "ddp"
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "asr.train", "trainer=ddp", f"data.train_manifest={manifest}",
+         f"data.dev_manifest={manifest}", f"trainer.out_dir={out}", "trainer.progress=false",
+         *(a for a in RUN if not a.startswith("trainer.max_epochs=")), "trainer.max_epochs=1000",
+         "trainer.max_minutes=0.05", "scheduler=cosine"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert run.stdout.count("stopped at the budget (trainer.max_minutes=0.05)") == 1
+    assert load_torch(out / CHECKPOINT)["state"]["epoch"] < 1000
+
+
 def test_accumulation_equals_the_batch_it_stands_for(tmp_path):
     """Two accumulated micro-batches of 2 give the weights of one batch of all 4: each
     micro-batch's per-token losses are weighted by its share of the step's tokens (the words

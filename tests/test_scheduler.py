@@ -8,6 +8,7 @@ from hydra.utils import instantiate
 
 from asr import CONF_DIR
 from asr import scheduler as schedules
+from asr.training.budget import Clock, Plan
 from conftest import train_config
 
 
@@ -67,6 +68,51 @@ def test_cosine_needs_an_end_after_its_warmup():
     sgd = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
     with pytest.raises(ValueError, match=r"total_steps \(100\) must exceed"):
         schedules.warmup_cosine(sgd, warmup_steps=100, total_steps=100)
+
+
+def run_under_budget(step_seconds: list[float], eval_seconds: float, limit: float,
+                     steps_per_epoch: int = 50) -> tuple[list[float], float]:
+    """A cosine schedule in the trainer's loop under a time budget, on a clock that moves by
+    `step_seconds` (cycled) per step and `eval_seconds` per epoch's dev evaluation: the
+    learning rate of every step taken, and the elapsed time when the run stopped."""
+    now = [0.0]
+    plan = Plan(max_epochs=100, max_steps=None, steps_per_epoch=steps_per_epoch, dev_batches=5,
+                final_evals=2, limit=limit)
+    clock = Clock(plan, before=0.0, now=lambda: now[0])
+    optimizer = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=1.0)
+    sched = schedules.warmup_cosine(optimizer, warmup_steps=20, total_steps=5000, final=0.1)
+    used, step = [], 0
+    while True:
+        used.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        sched.step()
+        seconds = step_seconds[step % len(step_seconds)]
+        step += 1
+        now[0] += seconds
+        clock.stepped(seconds)
+        if step % steps_per_epoch == 0:
+            now[0] += eval_seconds
+            clock.evaluated(eval_seconds)
+        into_epoch = step % steps_per_epoch
+        schedules.set_schedule_end(sched, clock.schedule_end(5000, step, into_epoch))
+        if clock.out_of_time():
+            return used, now[0]
+
+
+def test_a_time_budget_ends_the_cosine_at_its_final_value():
+    """The epochs would take 5000 steps; a budget of 60 s holds about 400 at 0.1 s a step, 0.5 s
+    per dev evaluation and two evaluations at the end: the run stops within a step of the
+    time its end needs, on the schedule's final value, having decayed smoothly to it."""
+    used, stopped = run_under_budget([0.1], eval_seconds=0.5, limit=60.0)
+    assert 60.0 - 2 * 0.5 - 0.1 < stopped < 60.0 - 2 * 0.5 + 1e-6
+    assert used[-1] == pytest.approx(0.1)
+    assert max(used) == pytest.approx(1.0) and used.index(max(used)) == 19  # the warmup's end
+    decay = used[19:]
+    assert all(later <= earlier + 1e-12 for earlier, later in zip(decay[:-1], decay[1:], strict=True))
+    assert decay[len(decay) // 2] == pytest.approx(0.55, abs=0.05)  # half-way: half-way down
+    # steps whose time varies (a loaded machine): still on its final value at the budget's end
+    uneven, _ = run_under_budget([0.05, 0.1, 0.2], eval_seconds=0.5, limit=60.0)
+    assert uneven[-1] == pytest.approx(0.1) and min(uneven[19:]) == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "scheduler").glob("*.yaml")))

@@ -1,6 +1,7 @@
 """Training end to end on real speech: the loss falls and the model transcribes what it learnt."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,10 @@ def test_train_cli_and_resume(tmp_path):
                            text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     assert "epoch 2:" in first.stdout
+    # after epoch 1, a plain line (the output is piped) with the speed and the expected end
+    assert re.search(r"epoch 1: .*\nspeed: \d+ audio s/s, \d+ s/epoch \(\d+ s of it dev scoring\); "
+                     r"end expected at \d\d:\d\d \(in [\d.]+ min\), after epoch 2 of 2\n",
+                     first.stdout), first.stdout
     assert load_torch(out / CHECKPOINT)["state"]["epoch"] == 2
     second = subprocess.run([*args, "trainer.max_epochs=3", "trainer.resume=true"], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
@@ -54,6 +59,38 @@ def test_train_cli_and_resume(tmp_path):
     assert "resumed from" in second.stdout and "epoch 3:" in second.stdout
     metrics = json.loads((out / "metrics.json").read_text())
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
+
+
+def test_time_budget_ends_the_run_cleanly(tmp_path):
+    """`trainer.max_minutes`: a run of far more epochs than 3 s hold stops between steps at the
+    budget, scores the weights it stopped with, keeps the best and averaged models and a state
+    to resume from, and says so in one line; resumed with its budget spent, it trains no more."""
+    entries = small_real_set()
+    train = write_manifest(tmp_path / "train.jsonl", entries * 8)  # 32 steps an epoch
+    dev = write_manifest(tmp_path / "dev.jsonl", entries)
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "asr.train", f"data.train_manifest={train}",
+            f"data.dev_manifest={dev}", f"trainer.out_dir={out}", "model=tiny",
+            "tokenizer.vocab_size=30", "trainer.progress=false", "trainer.num_threads=1",
+            "data.batch_size=2", "trainer.max_epochs=1000", "trainer.max_minutes=0.05",
+            "trainer.average_checkpoints=2", "scheduler=cosine", "scheduler.warmup_steps=5"]
+    run = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    stop = re.search(r"stopped at the budget \(trainer.max_minutes=0.05\) after (\d+) of 1000 "
+                     r"epochs( \(epoch \d+ cut at batch \d+ of 32\))?, step (\d+)", run.stdout)
+    assert stop, run.stdout
+    epochs, steps = int(stop[1]), int(stop[3])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["epochs"]) == epochs and metrics["steps"] == steps
+    state = load_torch(out / CHECKPOINT)["state"]
+    assert state["epoch"] == epochs and 0 < state["run_seconds"]
+    for model_dir in (out, out / "averaged"):  # the best epoch's model and the averaged one
+        assert Transcriber.from_pretrained(model_dir, device="cpu").transcribe(entries[0][0]).text
+    again = subprocess.run([*args, "trainer.resume=true"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"after {epochs} of 1000 epochs, step {steps}" in again.stdout
+    assert f"epoch {epochs + 1}:" not in again.stdout
 
 
 def test_resume_matches_uninterrupted_run(tmp_path):

@@ -9,6 +9,7 @@ kept after it ends, the CMVN statistics' and dev decoding's) show on a terminal 
 
 import logging
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import torch
@@ -16,6 +17,7 @@ from tqdm import tqdm
 
 from asr.curves import Curves
 from asr.progress import progress
+from asr.training.budget import Forecast
 from asr.training.options import TrainingError
 from asr.training.state import TrainState
 
@@ -71,3 +73,25 @@ class Report:
                  f"{record['dev_loss']:.3f}, dev WER {100 * record['dev_wer']:.2f}%"
                  f"{' (best)' if improved else ''}, {record['audio_sec_per_sec']:.0f} audio s/s"
                  f"{skipped}")
+
+    def forecast(self, forecast: Forecast, audio_rate: float, max_epochs: int,
+                 max_minutes: float | None) -> None:
+        """The speed measured so far and when the run will end: a plain line after each epoch,
+        so that a piped log has it too."""
+        end = (datetime.now() + timedelta(seconds=forecast.left)).strftime("%H:%M")
+        what = f"after epoch {max_epochs} of {max_epochs}"
+        if forecast.by_budget:
+            what = (f"at the budget (trainer.max_minutes={max_minutes:g}), about "
+                    f"{forecast.epochs_at_end:.1f} of {max_epochs} epochs in; the epochs would "
+                    f"need {forecast.epochs_left / 60:.1f} min")
+        self.log(f"speed: {audio_rate:.0f} audio s/s, {forecast.epoch_seconds:.0f} s/epoch "
+                 f"({forecast.eval_seconds:.0f} s of it dev scoring); end expected at {end} "
+                 f"(in {forecast.left / 60:.1f} min), {what}")
+
+    def budget_stop(self, max_minutes: float, epochs: int, max_epochs: int,
+                    cut: tuple[int, int] | None, step: int, elapsed: float) -> None:
+        """The line of a run the budget ended; `cut`: the batches done of the last epoch, of
+        how many, when the budget ended it before its end."""
+        cut_line = f" (epoch {epochs} cut at batch {cut[0]} of {cut[1]})" if cut else ""
+        self.log(f"stopped at the budget (trainer.max_minutes={max_minutes:g}) after {epochs} of "
+                 f"{max_epochs} epochs{cut_line}, step {step}, {elapsed / 60:.1f} min of training")

@@ -26,6 +26,7 @@ class TrainState:
     step: int = 0
     best_wer: float = math.inf
     train_seconds: float = 0.0
+    run_seconds: float = 0.0  # wall time of training (steps, dev scoring, saves), all parts
     audio_seconds: float = 0.0
     history: list[dict] = field(default_factory=list)
     skipped_lines: int = 0  # bad manifest lines left out (data.on_error=skip)

@@ -7,9 +7,15 @@ is saved when the run starts, after every epoch and mid-epoch (every
 `trainer.save_every_minutes` of training, and every `trainer.save_every_steps` steps), so
 `trainer.resume=true` after a kill continues exactly where the last save left off: the
 weights end up equal to those of an uninterrupted run.
+
+Time (`asr.training.budget`): after each epoch a line gives the measured speed and the expected
+end. Under a budget (`trainer.max_minutes`) the run stops between steps in time for its end;
+the epoch it stops in is scored and kept like any other and counts as done, so a resumed run
+(with a larger budget) starts the next one.
 """
 
 import logging
+import math
 import time
 from contextlib import nullcontext
 
@@ -17,7 +23,9 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from asr.averaging import AVERAGED, average_epochs, save_epoch_weights
 from asr.checkpoint import CHECKPOINT, save_metrics, save_model_dir
-from asr.distributed import barrier, shutdown
+from asr.distributed import all_reduce_min, barrier, shutdown
+from asr.scheduler import set_schedule_end
+from asr.training.budget import Clock, Plan
 from asr.training.build import TrainingSetup
 from asr.training.options import TrainingError
 from asr.training.run_dir import hold_run_dir
@@ -31,9 +39,16 @@ class Trainer(TrainingSetup):
     builds its parts (model, tokenizer, loaders, optimiser, state), `fit` trains them."""
 
     def fit(self) -> TrainState:
-        """Train to `trainer.max_epochs` (or `trainer.max_steps`), then average the kept
-        epochs' weights when `trainer.average_checkpoints` asks; the final state."""
+        """Train to `trainer.max_epochs` (or `trainer.max_steps`, or `trainer.max_minutes`),
+        then average the kept epochs' weights when `trainer.average_checkpoints` asks; the
+        final state."""
         held = hold_run_dir(self.out_dir, self.resumed) if self.is_main else nullcontext()
+        history = self.state.history
+        self.clock = Clock(self._plan(), self.state.run_seconds,
+                           history[-1].get("dev_seconds") if history else None)
+        self.budget_spent, self.cut = False, None
+        if self.cfg.trainer.max_minutes is None:  # a resumed budget run's end, back to the epochs'
+            set_schedule_end(self.scheduler, self._configured_end())
         with held, logging_redirect_tqdm():  # log lines above the bars
             if self.is_main and not self.resumed:
                 self.save_checkpoint()  # first: from here on, a killed run can be resumed
@@ -43,9 +58,13 @@ class Trainer(TrainingSetup):
                                     self.resumed)
             self.report.started(sum(p.numel() for p in self.model.parameters()),
                                 self.tokenizer.vocab_size, len(self.train_utts), self.device)
-            while self.state.epoch < self.cfg.trainer.max_epochs and not self._out_of_steps():
+            while self._more_epochs():
                 self.train_epoch()
-                self.end_epoch(self.evaluate())
+                self.end_epoch(self._timed_evaluate())
+            if self.budget_spent:
+                self.report.budget_stop(self.cfg.trainer.max_minutes, self.state.epoch,
+                                        self.cfg.trainer.max_epochs, self.cut, self.state.step,
+                                        self.clock.elapsed())
             if self.cfg.trainer.average_checkpoints:
                 self.average_checkpoints()
             self.report.close_curves()
@@ -72,10 +91,14 @@ class Trainer(TrainingSetup):
                 state.curve_point(self._lr())
                 self.report.update_curves(state)
             now = time.perf_counter()
+            self.clock.stepped(now - last)
             state.train_seconds, last = state.train_seconds + now - last, now
             if loss is not None and self._save_due():
                 self.save_checkpoint()
             if self._out_of_steps():
+                break
+            if self._out_of_time():
+                self.cut = (state.epoch_batches, len(sampler))
                 break
 
     def train_step(self, group: list[dict]) -> tuple[float | None, float]:
@@ -113,12 +136,25 @@ class Trainer(TrainingSetup):
                         (batch for batch in bar if self.faults.usable(batch, self.state)),
                         self.device, self.cfg.trainer.precision, self.dist)
 
+    def _timed_evaluate(self) -> dict[str, float]:
+        """`evaluate`, and the seconds it took (`dev_seconds`, in the epoch's record)."""
+        started = time.monotonic()
+        dev = self.evaluate()
+        seconds = time.monotonic() - started
+        self.clock.evaluated(seconds)
+        return {**dev, "dev_seconds": round(seconds, 3)}
+
     def end_epoch(self, dev: dict[str, float]) -> None:
         """Record the epoch, keep the best weights and save the state to resume from."""
-        state = self.state
+        state, trainer = self.state, self.cfg.trainer
         record, improved = state.close_epoch(dev, self._lr())
         self.report.update_curves(state)
         self.report.epoch(record, improved)
+        forecast = self.clock.forecast(state.step, state.epoch)
+        if forecast and state.epoch < trainer.max_epochs and not self._out_of_steps() \
+                and not self.budget_spent:
+            self.report.forecast(forecast, record["audio_sec_per_sec"], trainer.max_epochs,
+                                 trainer.max_minutes)
         if not self.is_main:
             return
         if improved:
@@ -135,6 +171,7 @@ class Trainer(TrainingSetup):
         """The state to resume from: at the start, after an epoch, and mid-epoch every
         trainer.save_every_steps steps or trainer.save_every_minutes minutes."""
         self.saved_at = time.monotonic()
+        self.state.run_seconds = self.clock.elapsed()
         if self.is_main:
             save_training_state(self.out_dir / CHECKPOINT, self.model, self.optimizer,
                                 self.scheduler, self.scaler, self.state)
@@ -170,3 +207,38 @@ class Trainer(TrainingSetup):
     def _out_of_steps(self) -> bool:
         limit = self.cfg.trainer.max_steps
         return limit is not None and self.state.step >= limit
+
+    def _more_epochs(self) -> bool:
+        """Another epoch is due: epochs and steps are left, and time for more than the end."""
+        return self.state.epoch < self.cfg.trainer.max_epochs and not self._out_of_steps() \
+            and not self.budget_spent and not self._out_of_time()
+
+    def _out_of_time(self) -> bool:
+        """Under trainer.max_minutes: whether the run must stop now to end within it; also
+        moves the end of a decaying schedule to where the budget ends. Every rank takes the
+        same decision and the same end (the earliest any rank sees), so that they stop at the
+        same step with the same learning rates."""
+        if self.cfg.trainer.max_minutes is None:
+            return False
+        stop = self.clock.out_of_time()
+        into_epoch = self.state.epoch_batches // self.cfg.trainer.accumulate_grad_batches
+        end = self.clock.schedule_end(self._configured_end(), self.state.step, into_epoch)
+        if self.dist.enabled:
+            going, end = all_reduce_min([int(not stop), end], self.device)
+            stop = not going
+        set_schedule_end(self.scheduler, end)
+        self.budget_spent = stop
+        return stop
+
+    def _configured_end(self) -> int:
+        """The step the schedule's config ends it at (the epochs'; 0 for a schedule with no
+        end)."""
+        return self.cfg.scheduler.get("total_steps") or 0
+
+    def _plan(self) -> Plan:
+        trainer = self.cfg.trainer
+        minutes = trainer.max_minutes
+        return Plan(trainer.max_epochs, trainer.max_steps,
+                    math.ceil(len(self.train_loader) / trainer.accumulate_grad_batches),
+                    len(self.dev_loader), 1 + bool(trainer.average_checkpoints),
+                    None if minutes is None else 60 * minutes)

@@ -5,8 +5,12 @@
 #
 #   bash recipes/voice_commands/run.sh                        # the default grammar (commands.yaml)
 #   bash recipes/voice_commands/run.sh GRAMMAR=coffee.yaml    # your commands: data/coffee, exp/coffee
+#   bash recipes/voice_commands/run.sh MINUTES=30             # training's time budget (default 18)
 #   bash recipes/voice_commands/run.sh trainer.max_epochs=5   # other arguments: Hydra overrides
 #
+# Training ends after its 13 epochs or at its budget of minutes, whichever comes first
+# (trainer.max_minutes in the experiment; MINUTES=none: no budget); after each epoch it prints
+# its speed and when it will end.
 # The model directory carries its grammar (grammar.yaml), so `asr-demo model_dir=DIR` and
 # `python -m asr.assistant.intents --model DIR` know its intents. Running it again continues the run
 # (trainer.resume=true) instead of starting over.
@@ -22,10 +26,12 @@ overrides=()
 for arg in "$@"; do
   case $arg in
     GRAMMAR=*) grammar=${arg#GRAMMAR=} ;;
+    MINUTES=*) MINUTES=${arg#MINUTES=} ;;
     *) overrides+=("$arg") ;;
   esac
 done
 grammar=${GRAMMAR:-$grammar}
+if [ "${MINUTES:-}" = none ]; then MINUTES=null; fi
 bash tools/setup.sh
 py=.venv/bin/python
 name=voice_commands experiment=voice_commands
@@ -39,7 +45,7 @@ model=exp/$name
 $py -m recipes.voice_commands.prepare --grammar "$grammar" --out "$data" \
   ${REAL_ROOT:+--real-root "$REAL_ROOT"}
 $py -m asr.train experiment=$experiment data.root="$data" trainer.out_dir="$model" \
-  trainer.resume=true "${overrides[@]}"
+  trainer.resume=true ${MINUTES:+trainer.max_minutes=$MINUTES} "${overrides[@]}"
 cp "$data/grammar.yaml" "$model/grammar.yaml"
 # the grammar search's rejection threshold, chosen on dev (held-out voices, real non-commands)
 $py -m asr.assistant.intents calibrate --model "$model" --manifest "$data/dev.jsonl"
