@@ -4,6 +4,7 @@ import json
 import random
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import soundfile as sf
 from asr.grammar import Grammar
 from conftest import SHARED, require_shared
 from recipes.common import corpora
-from recipes.voice_commands import prepare, real, sentence_splits, synthetic_voices
+from recipes.voice_commands import prepare, real, sentence_splits, synthesis, synthetic_voices
 
 GRAMMAR = Grammar.load(prepare.DEFAULT_GRAMMAR)
 POOLS = sentence_splits.intent_pools(GRAMMAR, seed=0)
@@ -111,6 +112,30 @@ def test_draw_covers_the_pool_with_fair_intent_shares() -> None:
     assert max(shares.values()) < 0.4
 
 
+def test_corpus_planned_in_hours_of_speech() -> None:
+    """--hours sizes every split by expected durations: a grammar of long sentences gets fewer
+    utterances for the same hours; the first utterances are those a count would draw; dev and
+    test get their shares."""
+    train = sentence_splits.sentence_pool(sentence_splits.split_sentences(POOLS, seed=0)["train"])
+    long = [replace(sentence, text=f"{sentence.text} and then {sentence.text}")
+            for sentence in train]
+
+    def duration(sentence) -> float:
+        return synthesis.expected_seconds(sentence.text)
+
+    short_drawn = sentence_splits.draw_seconds(train, 3600, random.Random(0), duration)
+    long_drawn = sentence_splits.draw_seconds(long, 3600, random.Random(0), duration)
+    for drawn in (short_drawn, long_drawn):
+        seconds = [duration(s) for s in drawn]
+        assert sum(seconds[:-1]) < 3600 <= sum(seconds)
+    assert len(long_drawn) < 0.6 * len(short_drawn)
+    assert short_drawn[:100] == sentence_splits.draw_sentences(train, 100, random.Random(0))
+    args = prepare.parse_args(["--hours", "1"])
+    hours = {split: sum(map(duration, prepare.draw_split(args, split, train))) / 3600
+             for split in sentence_splits.SPLITS}
+    assert hours == pytest.approx({"train": 1, "dev": 0.05, "test": 0.1}, abs=0.002)  # an utterance
+
+
 def test_voice_split_holds_out_whole_speakers() -> None:
     voices = [synthetic_voices.Voice("espeak-ng", v, a)
               for a in synthetic_voices.ESPEAK_ACCENTS for v in synthetic_voices.ESPEAK_VARIANTS]
@@ -167,6 +192,19 @@ def test_tiny_synthesis(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     capsys.readouterr()
     prepare.main(["--out", str(tmp_path / "a"), *args])
     assert "already prepared" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
+def test_synthesised_hours_are_those_planned(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The expected durations hold for real synthesis: --hours 0.01 (36 s of training speech)
+    gives 36 s give or take the spread of a dozen utterances; the summary names the word
+    training hears least."""
+    prepare.main(["--out", str(tmp_path), "--hours", "0.01", "--real-root", "none"])
+    manifests = _read_manifests(tmp_path)
+    assert sum(r["duration"] for r in manifests["train"]) == pytest.approx(36, rel=0.25)
+    assert manifests["dev"] and manifests["test"]
+    assert re.search(r"every word of training's sentences said at least \d+ times",
+                     capsys.readouterr().out)
 
 
 def test_real_recordings_split_by_speaker(tmp_path: Path) -> None:

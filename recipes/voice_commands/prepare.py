@@ -6,7 +6,11 @@
 The grammar is a Rhino context file (`asr/grammar/__init__.py`; default: commands.yaml beside this
 file). Each intent's sentences are enumerated when there are at most POOL sentences, and
 sampled otherwise, so a grammar that expands to millions of sentences costs no more than a
-small one. Train, dev and test differ in both sentences and voices, so the test word error rate measures
+small one. The corpus is sized in hours of speech (--hours), planned from each sentence's
+expected duration before anything is synthesised: a grammar of long sentences gets fewer
+utterances, and training on it takes as long as on the default grammar.
+
+Train, dev and test differ in both sentences and voices, so the test word error rate measures
 what a user would meet: commands phrased in ways the model never heard (e.g. "open the editor
 please"), spoken by voices it never heard. Voices come from espeak-ng (accents x variants),
 flite and festival; each utterance gets a random speed and pitch, a random vocal-tract length
@@ -31,10 +35,12 @@ this module plans the corpus, runs the synthesis and writes the manifests.
 import argparse
 import hashlib
 import json
+import os
 import random
 import shutil
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -45,12 +51,20 @@ from asr.grammar import Grammar, GrammarError, Sentence
 from recipes.voice_commands.real import real_records
 from recipes.voice_commands.sentence_splits import (
     SPLITS,
+    draw_seconds,
     draw_sentences,
     intent_pools,
     sentence_pool,
     split_sentences,
 )
-from recipes.voice_commands.synthesis import NOISE_COLORS, WARP_RANGE, Job, colored_noise, synthesize_all
+from recipes.voice_commands.synthesis import (
+    NOISE_COLORS,
+    WARP_RANGE,
+    Job,
+    colored_noise,
+    expected_seconds,
+    synthesize_all,
+)
 from recipes.voice_commands.synthetic_voices import (
     ENGINE_WEIGHTS,
     FLITE_F0,
@@ -61,6 +75,8 @@ from recipes.voice_commands.synthetic_voices import (
 )
 
 DEFAULT_GRAMMAR = Path(__file__).with_name("commands.yaml")
+# Synthetic audio of dev and test, as shares of training's (--hours).
+HELD_OUT_SHARES = {"dev": 0.05, "test": 0.1}
 _SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 DEFAULT_REAL_ROOT = _SHARED if _SHARED.is_dir() else None
 
@@ -71,8 +87,7 @@ def plan(args: argparse.Namespace, pools: dict[str, list[Sentence]],
     sentences = split_sentences(pools, args.seed)
     jobs = []
     for split_index, split in enumerate(SPLITS):
-        drawn = draw_sentences(sentence_pool(sentences[split]), getattr(args, split),
-                               random.Random(f"{args.seed}:{split}"))
+        drawn = draw_split(args, split, sentence_pool(sentences[split]))
         for index, sentence in enumerate(drawn):
             rng = np.random.default_rng([args.seed, split_index, index, 1])
             voice = choose_voice(voices[split], split, rng)
@@ -81,10 +96,22 @@ def plan(args: argparse.Namespace, pools: dict[str, list[Sentence]],
     return jobs
 
 
+def draw_split(args: argparse.Namespace, split: str, pool: list[Sentence]) -> list[Sentence]:
+    """The split's sentences, in order: as many as its count option says, or enough for its
+    share of --hours by their expected durations (long sentences make fewer utterances)."""
+    rng = random.Random(f"{args.seed}:{split}")
+    count = getattr(args, split)
+    if count is not None:
+        return draw_sentences(pool, count, rng)
+    hours = args.hours * HELD_OUT_SHARES.get(split, 1.0)
+    return draw_seconds(pool, 3600 * hours, rng, lambda sentence: expected_seconds(sentence.text))
+
+
 def settings(args: argparse.Namespace, voices: list[Voice], real: dict[str, list[dict]]) -> dict:
     """What the corpus depends on (not --jobs): a change means it must be generated again."""
     grammar = hashlib.sha256(args.grammar.read_bytes()).hexdigest()[:16]
-    return {"train": args.train, "dev": args.dev, "test": args.test, "seed": args.seed,
+    return {"hours": args.hours, "train": args.train, "dev": args.dev, "test": args.test,
+            "seed": args.seed,
             "real": {split: len(records) for split, records in real.items()},
             "real_repeat": args.real_repeat,
             "sample_rate": args.sample_rate, "grammar": grammar, "warp": list(WARP_RANGE),
@@ -99,7 +126,7 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
     Real recordings join train and dev; their test speakers get manifests of their own
     (test_real.jsonl: commands, test_other.jsonl: speech and noise that is no command), so
     test.jsonl keeps measuring unseen sentences and synthetic voices. Train lists each real
-    command `real_repeat` times, so that a few thousand people are heard beside 6000
+    command `real_repeat` times, so that a few thousand people are heard beside thousands of
     synthetic utterances.
     """
     heard = {"train": [r for r in real["train"]
@@ -145,6 +172,7 @@ def coloured_noise_clips(out: Path, seconds: float = 2.0, rate: int = 16000) -> 
 
 
 def summary(records: list[dict], real: dict[str, list[dict]], elapsed: float) -> str:
+    """The corpus in a few lines: each split's size, and the word training hears least."""
     lines = []
     for split in SPLITS:
         rows = [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
@@ -154,7 +182,12 @@ def summary(records: list[dict], real: dict[str, list[dict]], elapsed: float) ->
                      f"{len({r['text'] for r in rows}):4d} sentences, "
                      f"{len({(r['engine'], r['voice']) for r in rows}):3d} voices; real: "
                      f"{len(people):4d} recordings, {len({r['voice'] for r in people}):3d} speakers")
-    return "\n".join(["voice-command corpus:", *lines, f"  synthesised in {elapsed:.0f} s"])
+    heard = Counter(word for r in records if r["audio_filepath"].startswith("wavs/train/")
+                    for word in r["text"].split())
+    word, times = min(heard.items(), key=lambda item: (item[1], item[0]))
+    return "\n".join(["voice-command corpus:", *lines,
+                      f"  every word of training's sentences said at least {times} times "
+                      f"(\"{word}\")", f"  synthesised in {elapsed:.0f} s"])
 
 
 def positive(value: str) -> int:
@@ -164,16 +197,29 @@ def positive(value: str) -> int:
     return number
 
 
+def positive_hours(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of hours, got {value}")
+    return number
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("data/voice_commands"))
     parser.add_argument("--grammar", type=Path, default=DEFAULT_GRAMMAR,
                         help="the commands, as a Rhino context YAML file (default: %(default)s)")
-    parser.add_argument("--train", type=positive, default=6000, help="training utterances")
-    parser.add_argument("--dev", type=positive, default=300, help="dev utterances")
-    parser.add_argument("--test", type=positive, default=600, help="test utterances")
+    parser.add_argument("--hours", type=positive_hours, default=4.1,
+                        help="hours of synthetic training speech; dev and test get "
+                             f"{', '.join(f'{100 * v:g}%' for v in HELD_OUT_SHARES.values())} "
+                             "of it (default: %(default)s)")
+    parser.add_argument("--train", type=positive, help="training utterances, instead of --hours")
+    parser.add_argument("--dev", type=positive, help="dev utterances, instead of --hours' share")
+    parser.add_argument("--test", type=positive, help="test utterances, instead of --hours' share")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=positive, default=2, help="worker processes")
+    parser.add_argument("--jobs", type=positive, default=len(os.sched_getaffinity(0)),
+                        help="worker processes (default: the CPUs this process may use, "
+                             "%(default)s)")
     parser.add_argument("--sample-rate", type=positive, default=16000)
     parser.add_argument("--real-root", type=Path, default=DEFAULT_REAL_ROOT,
                         help="folder with speech_commands/, fsdd/ and wuw/ to add real speakers from "

@@ -9,6 +9,8 @@ the model never heard; small intents are repeated so that every intent gets a fa
 import math
 import random
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from itertools import islice
 
 from asr.grammar import Grammar, Sentence
 
@@ -64,11 +66,25 @@ def sentence_pool(sentences: list[Sentence]) -> list[Sentence]:
             for sentence in group * max(1, math.ceil(floor / len(group)))]
 
 
-def draw_sentences(pool: list[Sentence], count: int, rng: random.Random) -> list[Sentence]:
-    """`count` sentences by round-robin over reshuffled passes: the whole pool is covered."""
-    drawn: list[Sentence] = []
-    while len(drawn) < count:
+def round_robin(pool: list[Sentence], rng: random.Random) -> Iterator[Sentence]:
+    """The pool in reshuffled passes, endlessly: every sentence once before any twice."""
+    while True:
         order = list(pool)
         rng.shuffle(order)
-        drawn += order
-    return drawn[:count]
+        yield from order
+
+
+def draw_sentences(pool: list[Sentence], count: int, rng: random.Random) -> list[Sentence]:
+    """`count` sentences by round-robin over reshuffled passes: the whole pool is covered."""
+    return list(islice(round_robin(pool, rng), count))
+
+
+def draw_seconds(pool: list[Sentence], seconds: float, rng: random.Random,
+                 duration: Callable[[Sentence], float]) -> list[Sentence]:
+    """Sentences by the same round-robin until their expected `duration`s add up to `seconds`
+    (the first of them are `draw_sentences`' with the same generator)."""
+    drawn, total, sentences = [], 0.0, round_robin(pool, rng)
+    while total < seconds:
+        drawn.append(next(sentences))
+        total += duration(drawn[-1])
+    return drawn

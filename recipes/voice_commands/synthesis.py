@@ -28,6 +28,17 @@ from recipes.voice_commands.synthetic_voices import FLITE_F0, Voice
 WARP_RANGE = (0.85, 1.18)
 NOISY_FRACTION = 0.8
 NOISE_COLORS = ("white", "pink", "brown")
+PADDING = (0.05, 0.4)  # seconds of silence before and after the speech, drawn uniformly
+# An utterance's expected speech: seconds per sentence and per character of its text, over the
+# engines' mix of voices, speeds and warps (a least-squares fit on two synthesised corpora,
+# BENCHMARKS.md), so that a corpus can be sized in hours before it is synthesised.
+SPEECH_SECONDS = (0.25, 0.0516)
+
+
+def expected_seconds(text: str) -> float:
+    """The expected duration of an utterance of `text`, its padding included."""
+    per_sentence, per_character = SPEECH_SECONDS
+    return sum(PADDING) + per_sentence + per_character * len(text)
 
 
 @dataclass(frozen=True)
@@ -92,13 +103,16 @@ def trim(wave: np.ndarray, rate: int, margin: float = 0.02) -> np.ndarray:
 
 
 def colored_noise(length: int, color: str, rng: np.random.Generator) -> np.ndarray:
-    """White, pink (1/f power) or brown (1/f^2 power) noise with unit RMS."""
+    """White, pink (1/f power) or brown (1/f^2 power) noise with unit RMS. The coloured ones
+    are shaped at a multiple of 4096 samples, then cut to `length`: the FFT of a length with a
+    large prime factor is many times slower (BENCHMARKS.md)."""
     noise = rng.standard_normal(length)
     if color != "white":
-        spectrum = np.fft.rfft(noise)
+        size = -(-length // 4096) * 4096
+        spectrum = np.fft.rfft(noise, size)
         frequency = np.maximum(np.arange(spectrum.size), 1)
         spectrum /= frequency ** (0.5 if color == "pink" else 1.0)
-        noise = np.fft.irfft(spectrum, length)
+        noise = np.fft.irfft(spectrum, size)[:length]
     return noise / max(float(np.sqrt(np.mean(noise**2))), 1e-12)
 
 
@@ -131,7 +145,7 @@ def render(job: Job) -> dict:
     warp = float(rng.uniform(*WARP_RANGE))
     speech = librosa.resample(trim(wave, rate), orig_sr=rate * warp, target_sr=job.sample_rate,
                               res_type="soxr_hq")
-    lead, tail = (int(rng.uniform(0.05, 0.4) * job.sample_rate) for _ in range(2))
+    lead, tail = (int(rng.uniform(*PADDING) * job.sample_rate) for _ in range(2))
     padded = np.concatenate([np.zeros(lead), speech, np.zeros(tail)])
     noisy, snr = add_noise(padded, float(np.mean(speech**2)), job.sample_rate, rng)
     noisy *= rng.uniform(0.25, 0.95) / max(float(np.abs(noisy).max()), 1e-9)
