@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, require_shared
 
 HAVE = {name: importlib.util.find_spec(name) is not None for name in ("speechbrain", "pocketsphinx")}
@@ -32,7 +34,7 @@ def bench(tmp_path: Path, script: str, *args: str) -> tuple[str, dict]:
 
 def test_training_contenders_have_equal_size(tmp_path):
     stdout, result = bench(tmp_path, "bench_training", "--batches", "1", "--pool", "6",
-                           "model=tiny")
+                           "--peak-size", "256", "model=tiny")
     models = result["models"]
     expected = {"ours (asr.model)", "torch.nn.Transformer"} | (
         {"SpeechBrain TransformerASR"} if HAVE["speechbrain"] else set())
@@ -44,6 +46,16 @@ def test_training_contenders_have_equal_size(tmp_path):
                for m in models.values())
     assert models["ours (asr.model)"]["mean_loss_per_round"][0] < 20
     assert "| ours (asr.model) |" in stdout
+    # our step part by part: every part timed, adding up to the step; augmentation off here
+    parts = result["parts_seconds_per_step"]
+    assert {"data loading", "front end", "forward", "backward", "gradient clipping",
+            "optimizer step"} <= set(parts) and all(v > 0 for v in parts.values())
+    assert sum(parts.values()) == pytest.approx(result["step_seconds"])
+    assert not result["augmentation"] and "augmentation" not in parts
+    assert set(result["adam_seconds_per_step"]) == {"fused", "foreach", "per-parameter loop"}
+    assert "1 thread(s)" in result["matmul_gflops"]
+    assert all(v > 0 for v in result["matmul_gflops"].values())
+    assert "| front end (features) |" in stdout and "| fused |" in stdout
 
 
 def test_efficiency_shares_add_up(tmp_path):

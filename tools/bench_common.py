@@ -78,6 +78,13 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def matmul_peak(size: int) -> tuple[Callable[[], object], float]:
+    """A dense fp32 matmul of two size x size matrices, and its FLOPs."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    out = torch.empty(size, size)
+    return (lambda: torch.mm(a, b, out=out)), 2.0 * size**3
+
+
 def markdown_table(headers: list[str], rows: list[list]) -> str:
     def cell(value) -> str:
         if isinstance(value, float):

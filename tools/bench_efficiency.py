@@ -25,7 +25,15 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from asr.model import ModelDimensions
 from asr.train import clip_gradients
-from bench_common import alternate, base_parser, markdown_table, median, report, set_threads
+from bench_common import (
+    alternate,
+    base_parser,
+    markdown_table,
+    matmul_peak,
+    median,
+    report,
+    set_threads,
+)
 from bench_training import Batch, Stepper, build, collate_real, default_config, real_batches
 
 ATEN = torch.ops.aten
@@ -64,13 +72,6 @@ def unpadded_flops(model: nn.Module, batch: Batch) -> int:
         total += count_flops(model, {"wave": batch["wave"][i:i + 1, :n],
                                      "lengths": batch["lengths"][i:i + 1], "tokens": tokens})
     return total
-
-
-def matmul_peak(size: int) -> tuple[callable, float]:
-    """A dense fp32 matmul of two size x size matrices, and its FLOPs."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    out = torch.empty(size, size)
-    return (lambda: torch.mm(a, b, out=out)), 2.0 * size**3
 
 
 def label(module: nn.Module, name: str) -> None:

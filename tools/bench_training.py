@@ -1,6 +1,8 @@
-"""Training throughput: our SpeechTransformer vs SpeechBrain's TransformerASR vs torch.nn.Transformer.
+"""Training throughput: our SpeechTransformer vs SpeechBrain's TransformerASR vs torch.nn.Transformer,
+and where the time of our training step goes, on a machine whose matmul peak it measures.
 
     python tools/bench_training.py --threads 2 --rounds 7 --json bench_training.json
+    python tools/bench_training.py --threads 2 experiment=voice_commands data.root=data/voice_commands
 
 All three get the same front end (asr.features.FrontEnd, 4 frames stacked, a linear projection),
 the same sizes (conf/model/small.yaml unless overridden), the same tied output layer and CTC
@@ -10,11 +12,23 @@ by asr.data.DurationBatchSampler). Only the Transformer in between differs. A st
 loss + backward + clip + optimiser step; waveforms are in memory (data loading is measured by
 bench_data.py). Each round runs every batch once per contender; contenders alternate round by
 round and the median round is reported.
+
+Then our step part by part, as training runs it in one process (data.num_workers=0): reading
+and padding the batch from disk, augmenting each utterance as `data.augment` says (off in the
+default config; the main job's noise with `experiment=voice_commands data.root=...`), the
+front end, the rest of the forward with the losses, backward, clipping and the configured
+optimiser's step, each a median over rounds. Adam's step is timed again in its three
+implementations (fused kernel, foreach, per-parameter loop). The fp32 matmul peak at one
+thread and at every CPU the process may use says how fast the machine is, so that figures
+from two machines compare.
 """
 
 import math
+import os
 import sys
+import time
 import warnings
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -26,8 +40,9 @@ from torch.nn.utils.rnn import pad_sequence
 
 from asr import CONF_DIR
 from asr.audio import load_audio
+from asr.augment import AugmentConfig, Augmenter
 from asr.config import register_configs
-from asr.data import DurationBatchSampler
+from asr.data import DurationBatchSampler, collate
 from asr.features import FeatureConfig, FrontEnd, padding_mask
 from asr.model import ModelDimensions, SpeechTransformer, sinusoids
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
@@ -37,6 +52,7 @@ from bench_common import (
     base_parser,
     cathy,
     markdown_table,
+    matmul_peak,
     median,
     report,
     require_data,
@@ -203,18 +219,134 @@ def contenders(dims: ModelDimensions, features: FeatureConfig, batches: list[Bat
     return {name: build(kind, dims, features, batches, seed) for name, kind in kinds.items()}
 
 
+class StepParts:
+    """Our training step timed part by part over a round of batches (`items`: each batch's
+    files and texts), as asr.training runs it; `seconds[part]` per round."""
+
+    def __init__(self, model: SpeechTransformer, items: list[list[tuple[Path, str]]],
+                 tokenizer: Tokenizer, sample_rate: int, train_cfg: dict,
+                 augmenter: Augmenter | None) -> None:
+        self.model, self.items, self.tokenizer, self.augmenter = model, items, tokenizer, augmenter
+        self.sample_rate = sample_rate
+        self.optimizer = Stepper(model, [], train_cfg).optimizer
+        self.grad_clip = train_cfg["trainer"]["grad_clip"]
+        self.seconds: dict[str, list[float]] = defaultdict(list)
+        self.round: dict[str, float] = defaultdict(float)
+        model.frontend.register_forward_pre_hook(lambda *_: self._start("front end"))
+        model.frontend.register_forward_hook(lambda *_: self._stop("front end"))
+
+    def _start(self, part: str) -> None:
+        self.round[part] -= time.perf_counter()
+
+    def _stop(self, part: str) -> None:
+        self.round[part] += time.perf_counter()
+
+    def _timed(self, part: str, work):
+        self._start(part)
+        result = work()
+        self._stop(part)
+        return result
+
+    def __call__(self) -> None:
+        self.round = defaultdict(float)
+        for batch_items in self.items:
+            items = self._timed("data loading", lambda b=batch_items: [
+                (load_audio(f, self.sample_rate), torch.tensor(self.tokenizer.encode(t)))
+                for f, t in b])
+            if self.augmenter is not None:
+                items = self._timed("augmentation", lambda i=items: [
+                    (self.augmenter(wave), tokens) for wave, tokens in i])
+            batch = self._timed("data loading", lambda i=items: collate(i))
+            loss = self._timed("forward", lambda b=batch: self.model(
+                b["wave"], b["lengths"], b["tokens"])["loss"])
+            self.optimizer.zero_grad(set_to_none=True)
+            self._timed("backward", loss.backward)
+            self._timed("gradient clipping",
+                        lambda: clip_gradients(self.model.parameters(), self.grad_clip))
+            self._timed("optimizer step", self.optimizer.step)
+        self.round["forward"] -= self.round["front end"]  # the front end runs inside it
+        for part, seconds in self.round.items():
+            self.seconds[part].append(seconds)
+
+
+PART_NAMES = {"data loading": "data loading (read, resample, pad)",
+              "augmentation": "augmentation (data.augment)", "front end": "front end (features)",
+              "forward": "forward (encoder, decoder, losses)", "backward": "backward",
+              "gradient clipping": "gradient clipping", "optimizer step": "optimizer step"}
+ADAM_KINDS = {"fused": {"fused": True}, "foreach": {"foreach": True},
+              "per-parameter loop": {"foreach": False}}
+
+
+def adam_kinds(model: nn.Module, batch: Batch, train_cfg: dict, rounds: int,
+               steps: int = 20) -> dict[str, list[float]]:
+    """Seconds of one Adam step (the config's hyper-parameters) over the model's parameters,
+    with a real batch's gradients, in each implementation, alternating."""
+    model(batch["wave"], batch["lengths"], batch["tokens"])["loss"].backward()
+    settings = {k: v for k, v in train_cfg["optim"].items() if k not in ("_target_", "fused")}
+    optimizers = {name: torch.optim.Adam(model.parameters(), **settings, **kind)
+                  for name, kind in ADAM_KINDS.items()}
+    times = alternate({name: lambda o=o: [o.step() for _ in range(steps)]
+                       for name, o in optimizers.items()}, rounds)
+    return {name: [t / steps for t in seconds] for name, seconds in times.items()}
+
+
+def matmul_gflops(size: int, rounds: int) -> dict[str, float]:
+    """fp32 matmul GFLOP/s at one thread and at every CPU this process may use."""
+    call, flops = matmul_peak(size)
+    peaks, threads = {}, torch.get_num_threads()
+    for n in sorted({1, len(os.sched_getaffinity(0))}):
+        torch.set_num_threads(n)
+        peaks[f"{n} thread(s)"] = flops / median(alternate({"mm": call}, rounds)["mm"]) / 1e9
+    torch.set_num_threads(threads)
+    return peaks
+
+
+def step_parts(dims: ModelDimensions, features: FeatureConfig, batches: list[Batch],
+               items: list[list[tuple[Path, str]]], tokenizer: Tokenizer, train_cfg: dict,
+               args) -> tuple[str, dict]:
+    """The breakdown's tables (markdown) and figures: our step part by part, Adam's
+    implementations, the machine's matmul peak."""
+    augment = AugmentConfig.from_dict(train_cfg["data"].get("augment"))
+    augmenter = Augmenter(augment, features.sample_rate) if augment.enabled else None
+    parts = StepParts(build("ours", dims, features, batches, args.seed), items, tokenizer,
+                      features.sample_rate, train_cfg, augmenter)
+    for _ in range(args.rounds + 1):  # the first round warms up
+        parts()
+    per_step = {part: median(seconds[1:]) / len(items) for part, seconds in parts.seconds.items()}
+    step = sum(per_step.values())
+    rows = [[name, f"{1000 * per_step[part]:.1f}", f"{100 * per_step[part] / step:.1f}%"]
+            if part in per_step else [name, "off", ""] for part, name in PART_NAMES.items()]
+    rows.append(["**step**", f"**{1000 * step:.1f}**", "100%"])
+    kinds = adam_kinds(build("ours", dims, features, batches, args.seed), batches[0], train_cfg,
+                       args.rounds)
+    adam = [[name, f"{1000 * median(seconds):.2f}", f"{100 * median(seconds) / step:.1f}%"]
+            for name, seconds in kinds.items()]
+    peaks = matmul_gflops(args.peak_size, args.rounds)
+    table = "\n\n".join([
+        markdown_table(["part of our step", "ms per step", "share"], rows),
+        markdown_table(["Adam implementation", "ms per step", "share of the step"], adam),
+        markdown_table([f"fp32 matmul peak ({args.peak_size}^2)", "GFLOP/s"],
+                       [[n, f"{v:.1f}"] for n, v in peaks.items()])])
+    return table, {"parts_seconds_per_step": per_step, "step_seconds": step,
+                   "augmentation": augment.enabled,
+                   "adam_seconds_per_step": {n: median(s) for n, s in kinds.items()},
+                   "matmul_gflops": peaks}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=6, help="batches per round")
     parser.add_argument("--batch-size", type=int, help="utterances per batch (config default)")
     parser.add_argument("--pool", type=int, default=300, help="utterances drawn per corpus")
+    parser.add_argument("--peak-size", type=int, default=2048, help="matmul side for the peak")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model=tiny")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     model_cfg, features, train_cfg = default_config(args.overrides)
     batch_size = args.batch_size or train_cfg["data"]["batch_size"]
-    batches, tokenizer, _ = real_batches(args.data, args.batches, batch_size, features.sample_rate,
-                                      train_cfg["tokenizer"]["vocab_size"], args.seed, args.pool)
+    batches, tokenizer, items = real_batches(
+        args.data, args.batches, batch_size, features.sample_rate,
+        train_cfg["tokenizer"]["vocab_size"], args.seed, args.pool)
     dims = ModelDimensions(**{**model_cfg, "n_vocab": tokenizer.vocab_size})
     models = contenders(dims, features, batches, args.seed)
     steppers = {name: Stepper(m, batches, train_cfg) for name, m in models.items()}
@@ -234,11 +366,13 @@ def main(argv: list[str] | None = None) -> None:
     shape = (f"d_model {dims.d_model}, {dims.n_head} heads, {dims.n_encoder_layers}+"
              f"{dims.n_decoder_layers} layers, ffn {dims.d_ff}, vocab {dims.n_vocab}, "
              f"{len(batches)} batches of <= {batch_size} ({audio:.1f} s of audio per round)")
+    parts_table, parts = step_parts(dims, features, batches, items, tokenizer, train_cfg, args)
     print(shape)
-    report(f"Training throughput ({args.threads} thread(s), median of {args.rounds} rounds)", table,
+    report(f"Training throughput ({args.threads} thread(s), median of {args.rounds} rounds)",
+           f"{table}\n\n{parts_table}",
            {"config": {"model": model_cfg, "batches": len(batches), "batch_size": batch_size,
-                       "audio_seconds_per_round": audio, "shape": shape}, "models": results},
-           args.json)
+                       "audio_seconds_per_round": audio, "shape": shape}, "models": results,
+            **parts}, args.json)
 
 
 if __name__ == "__main__":
