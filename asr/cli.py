@@ -13,8 +13,10 @@ from pathlib import Path
 
 from asr.checkpoint import save_text
 
-_CONTROL = {code: f"\\x{code:02x}" for code in [*range(32), 127]} | {9: "\\t", 10: "\\n",
-                                                                     13: "\\r"}
+# Control characters (C0, DEL, C1) and Unicode's line and paragraph separators: whatever a
+# terminal or a line-splitting reader could take for the end of a line or an escape sequence.
+_CONTROL = {code: f"\\x{code:02x}" for code in [*range(32), *range(127, 160)]} | {
+    9: "\\t", 10: "\\n", 13: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 class ArgumentParser(argparse.ArgumentParser):

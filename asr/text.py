@@ -14,6 +14,10 @@ _ONES = ("zero one two three four five six seven eight nine ten eleven twelve th
          "fourteen fifteen sixteen seventeen eighteen nineteen").split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 _SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"), (100, "hundred"))
+# Past this many digits a number is read digit by digit (an account or serial number): its
+# value would need "billion billion", which nobody says, and Python refuses to convert
+# strings of thousands of digits to an int at all.
+MAX_NUMBER_DIGITS = 18
 _ORDINALS = {"one": "first", "two": "second", "three": "third", "five": "fifth",
              "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
 # A hand transcription's markup (LDC's conventions, as WUW Corpus II uses them).
@@ -77,9 +81,14 @@ def normalize_transcription(text: str) -> str:
 
 def spell_number(token: str) -> str:
     """"42" -> "forty two", "3rd" -> "third", "1,000" -> "one thousand", "1908" -> "nineteen o
-    eight" (four-digit numbers from 1100 to 1999 are read as years)."""
+    eight" (four-digit numbers from 1100 to 1999 are read as years), more than
+    MAX_NUMBER_DIGITS digits one by one ("one two three ...")."""
     suffix = token[-2:] if token[-2:].isalpha() else ""
-    value = int(token.removesuffix(suffix).replace(",", ""))
+    digits = token.removesuffix(suffix).replace(",", "")
+    if len(digits) > MAX_NUMBER_DIGITS:
+        words = " ".join(_ONES[int(digit)] for digit in digits)
+        return ordinal_words(words) if suffix else words
+    value = int(digits)
     if "," not in token and 1100 <= value <= 1999:
         high, low = divmod(value, 100)
         tail = "hundred" if low == 0 else number_words(low) if low >= 10 else f"o {_ONES[low]}"

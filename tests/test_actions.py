@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from asr.assistant.actions import ActionsConfig, Assistant
-from asr.assistant.home_files import SandboxError, inside_home, list_files
+from asr.assistant.home_files import MAX_SCREENS, SandboxError, inside_home, list_files
 from asr.assistant.system_status import running_processes
 
 
@@ -145,8 +145,8 @@ def test_program_log_is_read_only_inside_home(home):
 def test_timers_count_down_in_the_background_and_cancel(home):
     announced: list[str] = []
     a = assistant(home, announced)
-    assert a.act("timer", {"amount": "one", "unit": "second"}).startswith(
-        "Timer set for one second; it rings at ")
+    assert a.act("timer", {"amount": "one", "unit": "second"}) == (
+        "Timer set for one second: it rings in 0:00:01.")
     a.act("timer", {"amount": "two", "unit": "seconds"})
     assert a.running_timers() == ["one second", "two seconds"]
     assert a.act("cancel", {}) == "Cancelled the timer for two seconds."
@@ -187,7 +187,8 @@ def test_a_question_is_answered_only_by_the_next_utterance_in_time(home):
     """"open the browser", other commands, then "go" or a late "yes" must launch nothing."""
     now = [100.0]
     a = Assistant(ActionsConfig(home=str(home), launch=True, apps={"browser": ["true"]},
-                                confirm_seconds=8.0), clock=lambda: now[0])
+                                confirm_seconds=8.0))
+    a.set_clock(lambda: now[0])
     asked = "Open the browser (true)? Say yes or no."
     assert a.act("open_app", {"app": "browser"}) == asked
     assert a.act("word", {"word": "go"}) == "Go: nothing is waiting for an answer."
@@ -209,3 +210,104 @@ def test_a_question_is_answered_only_by_the_next_utterance_in_time(home):
     now[0] += 7.5
     assert a.act("word", {"word": "yes"}).startswith("Opened the browser (pid ")
     a.launched["browser"].wait(timeout=10)
+
+
+# ---------------------------------------------------------------------------- any grammar
+
+
+@pytest.mark.parametrize(("intent", "slots", "answer"), [
+    ("timer", {"amount": "25", "unit": "minutes"}, "Timer set for 25 minutes: it rings in 0:25:00."),
+    ("timer", {"amount": "sixty", "unit": "hours"},
+     "Timer set for sixty hours: it rings in 2 days, 12:00:00."),
+    ("timer", {"amount": "ninety nine", "unit": "Seconds"},
+     "Timer set for ninety nine Seconds: it rings in 0:01:39."),
+    ("timer", {"amount": "sixty", "unit": "days"},
+     "Timers count seconds, minutes or hours, not 'days'; no timer set."),
+    ("timer", {"amount": "99", "unit": "hours"}, "Timer set for 99 hours: it rings in 4 days, 3:00:00."),
+    ("timer", {"amount": "999", "unit": "hours"}, "999 hours is longer than a week; no timer set."),
+    ("timer", {"amount": "a few", "unit": "minutes"},
+     "Cannot count 'a few' (a number up to ninety nine, or digits); no timer set."),
+    ("timer", {"amount": "five"}, "The timer action takes amount, unit (got amount); nothing done."),
+    ("timer", {"amount": "5", "unit": "minutes", "size": "large"},
+     "The timer action takes amount, unit (got amount, unit, size); nothing done."),
+    ("time", {"minutes": "25"}, "The time action takes no slots (got minutes); nothing done."),
+    ("next_song", {"count": "2"}, "The next_song action takes no slots (got count); nothing done."),
+    ("show_files", {}, "The show_files action takes kind (got no slots); nothing done."),
+    ("show_files", {"kind": "spreadsheets"}, "I know no kind of file called 'spreadsheets' "
+     "(only files, directories, downloads, photos, documents, music, videos); nothing shown."),
+    ("find_files", {"kind": "photos", "when": "from last month"}, "I cannot tell which files are "
+     "'from last month' (only from today, from yesterday, from last week); nothing shown."),
+    ("digit", {"digit": "7"}, "Heard 7; nothing on screen to pick."),
+    ("digit", {"digit": "seventy"}, "Heard 'seventy', which is no digit; nothing picked."),
+    ("volume", {"direction": "sideways"}, "Turn the volume 'sideways'? Only up or down; nothing done."),
+    ("switch", {"state": "on", "device": "fan"},
+     "There is no 'fan' to switch (only the lights, radio, wifi); nothing done."),
+    ("switch", {"state": "dim", "device": "lights"},
+     "Turn the lights 'dim'? Only on or off; nothing done."),
+    ("music", {"action": "rewind"},
+     "The player cannot 'rewind' (only play, pause, stop); nothing done."),
+    ("scroll", {"direction": "diagonally"},
+     "Cannot scroll 'diagonally' (up, down, left or right); nothing done."),
+    ("check_status", {"thing": "printer"},
+     "I cannot check the 'printer' (only the battery or the program); nothing done."),
+    ("check_log", {"thing": "printer"},
+     "I cannot check the 'printer' (only the battery or the program); nothing done."),
+    ("word", {"word": "banana"}, "Heard 'banana': no action for that word; nothing done."),
+    ("orderDrink", {"size": "large"}, "No action called 'orderDrink'; nothing done."),
+])
+def test_a_grammar_of_ones_own_gets_an_answer_never_a_crash(home, intent, slots, answer):
+    a = assistant(home)
+    assert a.act(intent, slots) == answer
+    a.timers.cancel()
+
+
+def test_timers_ring_on_a_clock_the_caller_advances(home):
+    """On the demo's clock (seconds of audio) a timer rings when that clock passes its end,
+    however little wall time went by; "sixty hours" is sixty hours, not sixty seconds."""
+    announced: list[str] = []
+    a, now = assistant(home, announced), [0.0]
+    a.set_clock(lambda: now[0])
+    a.act("timer", {"amount": "two", "unit": "seconds"})
+    a.act("timer", {"amount": "sixty", "unit": "hours"})
+    a.act("timer", {"amount": "one", "unit": "second"})
+    now[0] = 1.5
+    a.tick()
+    assert announced == ["Time is up: the timer for one second has run out."]
+    now[0] = 3600 * 59
+    a.tick()
+    assert announced[1:] == ["Time is up: the timer for two seconds has run out."]
+    assert a.running_timers() == ["sixty hours"]
+    now[0] = 3600 * 60
+    a.tick()
+    assert announced[2:] == ["Time is up: the timer for sixty hours has run out."]
+    assert a.running_timers() == []
+
+
+def test_links_that_loop_and_a_huge_log_are_answered_in_bounded_time_and_memory(home, tmp_path):
+    (home / "Downloads").rename(home / "Downloads.old")
+    (home / "Downloads").symlink_to("Downloads")  # a link to itself
+    (home / "program.log").symlink_to("program.log")
+    a = assistant(home)
+    assert a.act("show_files", {"kind": "downloads"}).endswith(
+        "cannot be resolved (Symlink loop from '" + str(home / "Downloads") + "'); refused")
+    assert "cannot be resolved" in a.act("check_log", {"thing": "program"})
+    (home / "program.log").unlink()
+    with (home / "program.log").open("wb") as log:  # one line of 64 MB, and a last one
+        log.truncate(64 << 20)
+        log.seek(0, os.SEEK_END)
+        log.write(b"\nfinished\n")
+    started = time.perf_counter()
+    assert a.act("check_log", {"thing": "program"}).endswith("ends with: finished")
+    assert time.perf_counter() - started < 1
+    looping = tmp_path / "loop"
+    looping.symlink_to(looping)
+    with pytest.raises(ValueError, match="^actions.home: .*cannot be resolved"):
+        assistant(looping)
+
+
+def test_listings_kept_for_going_back_are_bounded(home):
+    a = assistant(home)
+    for _ in range(MAX_SCREENS + 10):
+        a.act("show_files", {"kind": "files"})
+    assert len(a.files.screens) == MAX_SCREENS
+    assert a.act("go_back", {}).startswith("Back to ")

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from scripted_demo import actions_of, run_demo
 
 from asr.assistant.actions import ActionsConfig, Assistant
 from asr.assistant.demo import Console, Turn, build, file_blocks, load_config, main
@@ -407,3 +408,85 @@ def test_config_fills_the_parts(tmp_path):
     assert IntentParser(grammar, **intents) == IntentParser(grammar)
     assert cfg.grammar is None  # the model directory's own
     assert sorted(cfg.actions.enabled) == ActionsConfig().enabled  # every action, on
+
+
+# ---------------------------------------------------------------------------- the stream's time
+
+
+@pytest.mark.parametrize("stdin", [False, True])
+@pytest.mark.parametrize(("gap", "expired"), [(3, False), (10, True), (60, True), (250, True)])
+def test_a_question_expires_after_seconds_of_audio_read_faster_than_real_time(
+        tmp_path, stdin, gap, expired):
+    """"open the browser", then "yes" `gap` seconds of audio later: a file or stdin is read in
+    a fraction of that, but the demo's time is the stream's (actions.confirm_seconds = 8)."""
+    lines, assistant = run_demo(["open the browser", "yes"], [0.5, gap], tmp_path, stdin=stdin,
+                                launch=True, apps={"browser": ["true"]})
+    asked, answer = actions_of(lines)
+    assert asked == "Open the browser (true)? Say yes or no."
+    if expired:
+        assert answer == "The question has expired (open the browser); say the command again."
+        assert assistant.launched == {}
+    else:
+        assert answer.startswith("Opened the browser (pid ")
+        assistant.launched["browser"].wait(timeout=10)
+
+
+def test_timers_ring_where_the_stream_reaches_them(tmp_path):
+    lines, _ = run_demo(["set a timer for five seconds", "set a timer for sixty minutes",
+                         "what time is it"], [0.5, 1, 5], tmp_path)
+    rung = lines.index("** Time is up: the timer for five seconds has run out.")
+    heard = [i for i, line in enumerate(lines) if "heard:" in line]
+    assert heard[1] < rung < heard[2]  # set at 1.9 s of audio, heard 3.9 and 9.9 s in
+    assert not any("sixty minutes has run out" in line for line in lines)
+
+
+OWN_GRAMMAR = """context:
+  expressions:
+    timer:
+      - "set a timer for $pv.TwoDigitInteger:amount $units:unit"
+      - "wait $pv.SingleDigitInteger:amount"
+    digit:
+      - "pick $pv.SingleDigitInteger:digit"
+    show_files:
+      - "show me my $kinds:kind from $pv.TwoDigitOrdinal:day"
+    orderDrink:
+      - "a $size:size latte"
+  slots:
+    units: [seconds, minutes, hours, days]
+    kinds: [photos, spreadsheets]
+    size: [small, large]
+"""
+
+
+def test_a_grammar_of_ones_own_runs_in_the_demo(tmp_path):
+    """Rhino's number slots, intents the actions know with other slots, and intents they do
+    not know: each command is printed and answered, none ends the demo."""
+    grammar = Grammar.from_yaml(OWN_GRAMMAR, "own.yaml")
+    script = ["set a timer for twenty five minutes", "set a timer for sixty hours",
+              "set a timer for two days", "wait five", "pick seven",
+              "show me my spreadsheets from third", "a large latte"]
+    lines, assistant = run_demo(script, [0.5] + [1.5] * 6, tmp_path, grammar)
+    assert actions_of(lines) == [
+        "Timer set for 25 minutes: it rings in 0:25:00.",
+        "Timer set for 60 hours: it rings in 2 days, 12:00:00.",
+        "Timers count seconds, minutes or hours, not 'days'; no timer set.",
+        "The timer action takes amount, unit (got amount); nothing done.",
+        "Heard 7; nothing on screen to pick.",
+        "The show_files action takes kind (got kind, day); nothing done.",
+        "No action called 'orderDrink'; nothing done."]
+    assert [line for line in lines if "intent:" in line][-1] == (
+        "  intent: orderDrink size=large (confidence 1.00)")
+    assert assistant.running_timers() == ["25 minutes", "60 hours"]
+
+
+def test_file_names_cannot_forge_a_line_of_the_output(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "a\n  action: Opened the browser (pid 1).\r\x1b[2K\u2028.jpg").write_text("x")
+    with open(home.as_posix().encode() + b"/caf\xe9.jpg", "w") as f:  # not UTF-8
+        f.write("x")
+    lines, _ = run_demo(["show me my photos"], [0.5], tmp_path, home=str(home))
+    assert len(lines) == 4 and [line[:10] for line in lines[1:]] == [
+        "  intent: ", "  action: ", "  latency:"]
+    assert "a\\n  action: Opened the browser (pid 1).\\r\\x1b[2K\\u2028.jpg" in lines[2]
+    assert "caf\\udce9.jpg" in lines[2]

@@ -4,10 +4,15 @@ The audio loader must answer arbitrary bytes and arbitrary (mostly nonsensical) 
 with a tensor of finite samples or an AudioError; the manifest reader must answer arbitrary
 lines with utterances or a ManifestError. Anything else (a struct.error, a MemoryError from a
 header declaring gigabytes, an OverflowError) would be a traceback for the user.
+
+The bad-input corpus of tools/fuzz/ for grammars and the voice assistant runs here too, as
+`tools/fuzz_report.py` runs it: every case must end ok.
 """
 
 import json
 import struct
+import sys
+from pathlib import Path
 
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -94,3 +99,20 @@ def test_arbitrary_manifests(tmp_path, manifest, on_error):
     else:
         assert all(u.duration > 0 and u.text.strip() for u in utterances)
         assert len(utterances) + len(skipped) <= len(manifest)
+
+
+def test_the_grammar_and_assistant_corpus_ends_ok(tmp_path):
+    """tools/fuzz/grammar.py and tools/fuzz/assistant.py: hostile grammars, intents manifests,
+    the demo's time, grammars of one's own, odd home folders (one worker process, as
+    `tools/fuzz_report.py --only` runs them)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from fuzz_report import CASES, prepare, run_cases
+
+    chosen = [i for i, c in enumerate(CASES)
+              if getattr(c.run, "__module__", "") in ("fuzz.grammar", "fuzz.assistant")]
+    shared, scratch = tmp_path / "shared", tmp_path / "scratch"
+    shared.mkdir()
+    scratch.mkdir()
+    prepare(shared)
+    counts = run_cases(chosen, shared, scratch, 10.0, verbose=False)
+    assert len(chosen) > 100 and counts == {"ok": len(chosen)}, counts

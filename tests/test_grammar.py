@@ -1,6 +1,9 @@
 """Grammar files (Picovoice Rhino's context YAML): parsing, errors with lines, counts, matching."""
 
+import json
 import random
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -113,3 +116,136 @@ def test_a_billion_laughs_is_refused_before_expansion() -> None:
         for i in range(12))
     with pytest.raises(GrammarError, match="aliases are not allowed"):
         Grammar.from_yaml(laughs + "context: *m\n")
+
+
+# ---------------------------------------------------------------------------- hostile grammars
+
+
+def one_intent(expression: str, slots: str = "", macros: str = "") -> str:
+    """A grammar of one expression (line 4), with slot and macro sections as given."""
+    return (f"context:\n  expressions:\n    a:\n      - {json.dumps(expression)}\n"
+            + (f"  slots:\n{slots}" if slots else "") + (f"  macros:\n{macros}" if macros else ""))
+
+
+def refused(tmp_path: Path, text: str, problem: str, seconds: float = 10.0) -> str:
+    """Grammar.load(text) raises one GrammarError line naming the file, within `seconds` and
+    without building anything large."""
+    path = tmp_path / "g.yaml"
+    path.write_text(text)
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(GrammarError) as caught:
+            Grammar.load(path)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    message = str(caught.value)
+    assert message.startswith(f"{path}:") and problem in message and "\n" not in message
+    assert len(message) < 400 and time.perf_counter() - started < seconds
+    assert peak < 64 << 20, f"{peak >> 20} MB"
+    return message
+
+
+@pytest.mark.parametrize(("phrases", "uses", "problem"), [
+    (3000, 3000, "has sentences of 3000 words"),  # 32 KB: once 3.2 GB and a MemoryError
+    (3000, 60, "would need 540001 arcs, more than 200000"),
+    (20000, 6, "arcs, more than 200000"),
+    (1000, 99, "arcs, more than 200000"),
+])
+def test_a_long_macro_used_many_times_is_refused_before_it_is_built(tmp_path, phrases, uses,
+                                                                     problem):
+    macro = "    m: [" + ", ".join(f"w{i}" for i in range(phrases)) + "]\n"
+    refused(tmp_path, one_intent(" ".join(["@m"] * uses), macros=macro), problem)
+
+
+def test_a_grammar_near_the_bounds_loads_and_parses_at_once(tmp_path):
+    """A 3000-phrase macro used 20 times (180,000 arcs) and a 20,000-value slot used 90 times
+    (slots share one trie): both load, parse and search in bounded time."""
+    macro = "    m: [" + ", ".join(f"w{i}" for i in range(3000)) + "]\n"
+    started = time.perf_counter()
+    grammar = Grammar.from_yaml(one_intent(" ".join(["@m"] * 20), macros=macro))
+    assert grammar.automaton.arcs == 180_001
+    assert grammar.parse(" ".join(f"w{i}" for i in range(20))).intent == "a"
+    values = "    s: [" + ", ".join(f"v{i}" for i in range(20000)) + "]\n"
+    slotted = Grammar.from_yaml(one_intent(" ".join(f"$s:x{i}" for i in range(90)), values))
+    assert slotted.parse(" ".join(["v7"] * 90)).values["x89"] == "v7"
+    assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize(("expression", "problem"), [
+    ("[" * 500 + "a" + "]" * 500, "brackets nested deeper than 16 levels"),
+    ("(" * 330 + "a" + ")" * 330, "brackets nested deeper than 16 levels"),
+    ("[(" * 9 + "a" + ")]" * 9, "brackets nested deeper than 16 levels"),
+    ("set " + "9" * 5000, "has sentences of 5001 words"),  # beyond Python's int() limit
+    ("go " + "(w) " * 2000, "has sentences of 2001 words"),
+    ("(w) " * 2000, "every part of"),
+    ("(please) [(could you), (hey)]", "every part of"),
+])
+def test_deep_long_and_silent_expressions_are_refused(tmp_path, expression, problem):
+    refused(tmp_path, one_intent(expression), problem)
+
+
+def test_nesting_to_the_bound_and_numbers_of_any_length_read(tmp_path):
+    grammar = Grammar.from_yaml(one_intent("[" * 16 + "go" + "]" * 16 + " 1234567890123456789"))
+    assert grammar.parse("go one two three four five six seven eight nine zero one two three "
+                         "four five six seven eight nine").intent == "a"
+    macro = "    m: [" + json.dumps("(" * 16 + "please" + ")" * 16 + " now") + "]\n"
+    assert Grammar.from_yaml(one_intent("(" * 15 + "go" + ")" * 15 + " @m", macros=macro)
+                             ).parse("go please now").intent == "a"
+
+
+@pytest.mark.parametrize(("expression", "slots", "macros", "problem"), [
+    ("@m and $s:x", "    s: [b, c]\n", "    m: [\"$s:x\"]\n", "slot name 'x' used twice"),
+    ("$s:x and @m", "    s: [b, c]\n", "    m: [\"$s:x\"]\n", "'x' used twice (once through '@m')"),
+    ("@m and @m", "    s: [b, c]\n", "    m: [\"$s:x\", \"hi $s:x\"]\n",
+     "'x' used twice (once through '@m')"),
+    ("$s:x @m", "    s: [b, c]\n", "    m: [\"well\", \"[$s:x, $s:y]\"]\n", "used twice"),
+    ("go $s:x", "    s: [\"b\\n  action: Opened\"]\n", "", "control character or line break"),
+    ("go $s:x", "    s: [\"b\\u2028c\"]\n", "", "control character or line break"),
+    ("go $s:x", "    s: [" + json.dumps("9" * 5000) + "]\n", "", "a value of 5000 words"),
+])
+def test_slots_through_macros_and_bad_slot_values_are_refused(tmp_path, expression, slots,
+                                                              macros, problem):
+    refused(tmp_path, one_intent(expression, slots, macros), problem)
+
+
+def test_a_slot_in_a_macro_used_once_keeps_its_value():
+    grammar = Grammar.from_yaml(one_intent("@m and $s:y", "    s: [b, c]\n",
+                                           "    m: [\"$s:x\", \"hi $s:x\"]\n"))
+    assert grammar.parse("hi b and c").values == {"x": "b", "y": "c"}
+
+
+def test_errors_quote_a_long_expression_short(tmp_path):
+    message = refused(tmp_path, one_intent("go " * 3000 + "$nope:x"), "unknown slot type")
+    assert message.endswith("...'")
+
+
+def test_the_free_search_refuses_a_grammar_too_large_to_align_and_long_transcripts():
+    values = "    s: [" + ", ".join(f"\"a{i} b{i} c{i}\"" for i in range(5000)) + "]\n"
+    grammar = Grammar.from_yaml(one_intent("play $s:x", values), "songs.yaml")
+    assert grammar.parse("play a7 b7 c7").values == {"x": "a7 b7 c7"}  # the grammar search: fine
+    with pytest.raises(GrammarError, match=r"^songs.yaml: too large for the free search \("):
+        grammar.match("play a7 b8 c7")
+    small = Grammar.from_yaml(COFFEE)
+    assert small.match("make me a latte " * 30) is None  # 120 words: no command is that long
+    assert small.match("make me a large latte " * 20).similarity < 0.1
+
+
+def test_sentences_of_a_long_expression_expand_without_recursion():
+    grammar = Grammar.from_yaml(one_intent("go " + "[a, b] " * 99))
+    drawn = grammar.sentences("a", 5, random.Random(0))
+    assert all(len(s.text.split()) == 100 for s in drawn)
+    few = Grammar.from_yaml(one_intent("go (a) (b) (c) " + "now " * 90))
+    assert len(few.sentences("a", 100, random.Random(0))) == 8
+
+
+def test_parsing_walks_only_the_expressions_the_words_reach(monkeypatch):
+    """A grammar of 20,000 one-word expressions: the last one's sentence is read off one walk,
+    not after 19,999 that lead nowhere."""
+    grammar = Grammar.from_yaml("context:\n  expressions:\n    a: ["
+                                + ", ".join(f"w{i}" for i in range(20000)) + "]\n")
+    walks = []
+    walk = grammar.automaton._walk
+    monkeypatch.setattr(grammar.automaton, "_walk", lambda *a: walks.append(a) or walk(*a))
+    assert grammar.parse("w19999").expression == 19999 and len(walks) == 1

@@ -4,13 +4,26 @@ the command line on a tiny real model."""
 import json
 import math
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from asr.assistant.actions import ACTIONS
-from asr.assistant.intents import IntentParser, acceptance, is_right
+from asr.assistant.intents import (
+    IntentParser,
+    acceptance,
+    argument_parser,
+    calibrated_confidence,
+    format_report,
+    is_right,
+    read_commands,
+)
+from asr.checkpoint import ModelDirError
+from asr.data import ManifestError
 from asr.decoding import Hypothesis
-from asr.grammar import Grammar
+from asr.grammar import Grammar, GrammarError
 from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
 GRAMMAR = Grammar.load(DEFAULT_GRAMMAR)
@@ -153,3 +166,83 @@ def test_acceptance_counts_intent_and_every_slot_and_refusals():
         3 / 5, 2 / 3, 0.5)
     assert report["per_intent"]["timer"] == {"n": 2, "acceptance": 0.5}
     json.dumps(report)
+
+
+# ---------------------------------------------------------------------------- manifests and CLI
+
+
+@pytest.mark.parametrize(("row", "problem"), [
+    ({"intent": "time", "slots": []}, "slots must be an object mapping names to strings, got []"),
+    ({"intent": "time", "slots": False}, "got False"),
+    ({"intent": "time", "slots": 0}, "got 0"),
+    ({"intent": "time", "slots": None}, "got None"),
+    ({"intent": "time", "slots": ""}, "got ''"),
+    ({"intent": "timer", "slots": {"amount": 5}}, "mapping names to strings"),
+    ({"intent": None, "slots": {"kind": "photos"}}, "a non-command (intent null) has no slots"),
+    ({"intent": "\ud800"}, "is not valid Unicode (a lone surrogate)"),
+    ({"intent": "show_files", "slots": {"kind": "photos\udfff"}}, "is not valid Unicode"),
+    ({"intent": "show_files", "slots": {"\udc00": "photos"}}, "is not valid Unicode"),
+    ({"intent": "time", "audio_filepath": "a\ud800.wav"}, "is not valid Unicode"),
+])
+def test_a_bad_manifest_row_names_the_file_and_line(tmp_path, row, problem):
+    (tmp_path / "a.wav").write_bytes(b"")
+    manifest = tmp_path / "m.jsonl"
+    good = {"audio_filepath": "a.wav", "intent": "time"}
+    manifest.write_text(json.dumps(good) + "\n" + json.dumps({**good, **row}) + "\n")
+    with pytest.raises(ManifestError) as caught:
+        read_commands(manifest)
+    message = str(caught.value)
+    assert message.startswith(f"{manifest}:2: ") and problem in message
+    message.encode("utf-8")  # printable
+
+
+def test_a_manifest_row_without_slots_has_none(tmp_path):
+    (tmp_path / "a.wav").write_bytes(b"")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"audio_filepath": "a.wav", "intent": "time"}\n'
+                        '{"audio_filepath": "a.wav", "intent": null, "slots": {}}\n')
+    assert [row[1:] for row in read_commands(manifest)] == [("time", {}), (None, {})]
+
+
+def test_the_report_keeps_an_odd_intent_name_on_its_line():
+    said = EXACT.parse("next song")
+    report = acceptance([("x\n  time  100.00%  (9)", {}, said), ("next_song", {}, said)])
+    lines = format_report(report).splitlines()
+    assert len(lines) == 3 and lines[1].startswith("  next_song ") and "x\\n" in lines[2]
+
+
+@pytest.mark.parametrize("command", [None, "evaluate", "calibrate"])
+def test_every_option_has_help_and_the_program_its_installed_name(monkeypatch, command):
+    for run_as, program in (("/usr/bin/asr-intents", "asr-intents"),
+                            ("/x/asr/assistant/intents.py", "python -m asr.assistant.intents")):
+        monkeypatch.setattr(sys, "argv", [run_as])
+        parser = argument_parser(command)
+        assert parser.prog == program + (f" {command}" if command else "")
+        assert all(action.help for action in parser._actions), [
+            action.dest for action in parser._actions if not action.help]
+        if command is None:
+            assert f"{program} evaluate --help" in parser.format_help()
+
+
+def test_the_installed_command_names_itself():
+    script = Path(sys.executable).with_name("asr-intents")
+    if not script.exists():
+        pytest.skip("asr-intents is not installed in this environment")
+    shown = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
+    assert shown.stdout.startswith("usage: asr-intents ")
+
+
+def test_the_free_search_refuses_a_grammar_too_large_for_it_when_set_up():
+    values = "    s: [" + ", ".join(f"\"a{i} b{i}\"" for i in range(4000)) + "]\n"
+    grammar = Grammar.from_yaml("context:\n  expressions:\n    play: [\"play $s:x\"]\n  slots:\n"
+                                + values, "songs.yaml")
+    assert IntentParser(grammar).parse("play a1 b1").slots == {"x": "a1 b1"}
+    with pytest.raises(GrammarError, match="^songs.yaml: too large for the free search"):
+        IntentParser(grammar, search="free")
+
+
+@pytest.mark.parametrize("text", ["[" * 60000, '{"min_confidence": ' * 30000, "\x00", "[]"])
+def test_a_bad_calibration_file_is_one_line(tmp_path, text):
+    (tmp_path / "intents.json").write_text(text)
+    with pytest.raises(ModelDirError, match=f"^{tmp_path / 'intents.json'}: "):
+        calibrated_confidence(tmp_path)

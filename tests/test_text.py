@@ -14,9 +14,20 @@ from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
     ("_unknown_", "unknown"),
     ("...", ""),
     ("Café Ünïcode", "café ünïcode"),
+    ("999,999,999,999,999,999", "nine hundred ninety nine million nine hundred ninety nine "
+     "thousand nine hundred ninety nine billion nine hundred ninety nine million nine hundred "
+     "ninety nine thousand nine hundred ninety nine"),
+    ("call 0123456789012345678", "call " + " ".join(
+        "zero one two three four five six seven eight nine".split() * 2)[:-len(" nine")]),
+    ("the 10000000000000000000th", "the one " + "zero " * 18 + "zeroth"),
 ])
 def test_normalize_text(raw, expected):
     assert normalize_text(raw) == expected
+
+
+def test_numbers_past_billions_are_read_digit_by_digit_whatever_their_length():
+    """Python refuses int() of more than 4300 digits; a transcript or grammar may hold any."""
+    assert normalize_text("9" * 5000) == " ".join(["nine"] * 5000)
 
 
 def test_word_and_char_errors():

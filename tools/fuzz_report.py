@@ -17,7 +17,7 @@ timeout (a hang). Each case ends as one of:
     messy       an error, but not on exactly one line (or with another exit status)
 
 Prints a line per case that is not ok, then the counts. The cases live in tools/fuzz/, one
-module per kind (config, weights, tokenizer, lm, cli, assistant, api, train);
+module per kind (config, weights, tokenizer, lm, cli, grammar, assistant, api, train);
 tools/fuzz/runner.py runs and judges them.
 """
 
@@ -35,7 +35,8 @@ from fuzz.case import CASES  # noqa: E402
 from fuzz.runner import Outcome, Worker, prepare, worker  # noqa: E402
 
 # The case modules, in the order the report numbers and lists their cases.
-CASE_MODULES = ("config", "weights", "tokenizer", "lm", "cli", "assistant", "api", "train")
+CASE_MODULES = ("config", "weights", "tokenizer", "lm", "cli", "grammar", "assistant", "api",
+                "train")
 for _kind in CASE_MODULES:
     importlib.import_module(f"fuzz.{_kind}")
 

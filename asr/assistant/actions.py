@@ -11,11 +11,19 @@ Safety rests on three rules, each enforced in code rather than trusted to the re
   utterance drops the question, and "go" is not "yes".
 Devices (volume, lights, radio, wifi, music player) are simulated (`asr.assistant.devices`).
 
+Any grammar that reads may drive the assistant: an intent with no action here, or with other
+slots than its action takes, is answered with a line saying so and nothing is done; a slot
+value an action does not know ("spreadsheets", "sideways", "fortnights") is refused by the
+action with a message, never taken for another.
+
 `Assistant` holds the dialogue (the question awaiting yes/no) and the parts each intent acts
-on: the file browser, status checks, apps, timers and devices.
+on: the file browser, status checks, apps, timers and devices. Its time is a clock: the wall
+clock by default; the demo sets the audio stream's (`set_clock`), so that a question expires
+and a timer rings after so many seconds of audio, however fast a file is read.
 """
 
 import datetime as dt
+import inspect
 import subprocess
 import time
 from collections.abc import Callable
@@ -24,7 +32,7 @@ from pathlib import Path
 
 from asr.assistant.apps import Apps
 from asr.assistant.devices import SimulatedDevices
-from asr.assistant.home_files import FileBrowser
+from asr.assistant.home_files import FileBrowser, SandboxError, resolved
 from asr.assistant.system_status import StatusChecks
 from asr.assistant.timers import Timers
 from asr.untrusted import check_fields, check_ranges
@@ -36,7 +44,7 @@ class Question:
 
     what: str
     run: Callable[[], str]
-    asked: float
+    asked: float  # on the assistant's clock
 
 
 @dataclass
@@ -66,14 +74,16 @@ class ActionsConfig:
 class Assistant:
     """Carries out intents and keeps the state they act on; every result is one line of text.
 
-    `announce` receives what happens later, outside any command (a timer running out); it is
-    called from a timer thread.
+    `announce` receives what happens later, outside any command (a timer running out); on the
+    wall clock it is called from a timer thread.
     """
 
-    def __init__(self, config: ActionsConfig, announce: Callable[[str], None] = print,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.config, self.clock = config, clock
-        self.home = Path(config.home).expanduser().resolve()
+    def __init__(self, config: ActionsConfig, announce: Callable[[str], None] = print) -> None:
+        self.config, self.clock = config, time.monotonic
+        try:
+            self.home = resolved(Path(config.home).expanduser())
+        except SandboxError as err:
+            raise ValueError(f"actions.home: {err}") from None
         unknown = set(config.enabled) - set(ACTIONS)
         if unknown:
             raise ValueError(f"actions.enabled names unknown actions: {sorted(unknown)}; "
@@ -83,7 +93,7 @@ class Assistant:
         self.status = StatusChecks(self.home, config.program, config.program_log,
                                    config.power_supply, config.low_battery)
         self.apps = Apps(self.home, config.apps, config.launch, self._ask)
-        self.timers = Timers(announce)
+        self.timers = Timers(announce, time.monotonic)
         self.devices = SimulatedDevices(config.volume_step)
         self.pending: Question | None = None  # a question awaiting yes/no
 
@@ -91,6 +101,18 @@ class Assistant:
     def launched(self) -> dict[str, subprocess.Popen]:
         """The programs opened (app -> process)."""
         return self.apps.launched
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """Keep time by `clock` from now on, questions and timers alike: the caller advances
+        it and calls `tick` as it does (no timer may be running yet)."""
+        if self.timers.running():
+            raise ValueError("set_clock: timers are running on the old clock")
+        self.clock = clock
+        self.timers = Timers(self.timers.announce, clock, background=False)
+
+    def tick(self) -> None:
+        """Ring the timers whose time is up on a clock set by `set_clock`."""
+        self.timers.ring_due()
 
     def running_timers(self) -> list[str]:
         return self.timers.running()
@@ -108,6 +130,9 @@ class Assistant:
             return f"No action called {name!r}; nothing done."
         if name not in self.enabled:
             return f"The {name} action is disabled in the config; nothing done."
+        problem = slot_problem(action, slots)
+        if problem:
+            return f"The {name} action {problem}; nothing done."
         return action(self, **slots)
 
     def confirm(self, name: str, slots: dict[str, str], what: str) -> str:
@@ -149,7 +174,21 @@ class Assistant:
             return self.devices.music("stop")
         if word in ("up", "down", "left", "right"):
             return self.files.scroll(word)
-        return f"Turn what {word}? Say e.g. 'turn {word} the lights'."
+        if word in ("on", "off"):
+            return f"Turn what {word}? Say e.g. 'turn {word} the lights'."
+        return f"Heard {word!r}: no action for that word; nothing done."
+
+
+def slot_problem(action: Callable[..., str], slots: dict[str, str]) -> str | None:
+    """What is wrong with calling `action` with these slots (None: nothing): a slot it does
+    not take, or one it needs and did not get."""
+    parameters = list(inspect.signature(action).parameters.values())[1:]  # after the assistant
+    names = [p.name for p in parameters]
+    needed = [p.name for p in parameters if p.default is inspect.Parameter.empty]
+    if set(slots) <= set(names) and set(needed) <= set(slots):
+        return None
+    takes = ", ".join(names) if names else "no slots"
+    return f"takes {takes} (got {', '.join(slots) if slots else 'no slots'})"
 
 
 # The whitelist: intent name -> what carries it out, called with the assistant and the

@@ -19,6 +19,11 @@ The wait is what a user feels most, so the demo does not always sit out the endp
 a whole sentence of the grammar, understood, it acts at once and closes the utterance. Speech
 that resumes within `vad.end_silence_ms` continues that command ("show me my photos ... please"):
 when the two together still mean the same command, nothing more is done.
+
+Time in the demo is the stream's: seconds of audio heard, from a microphone or from a file read
+faster than real time alike, so a yes/no question expires (`actions.confirm_seconds`) and a
+timer rings after so many seconds of audio. Every printed line is escaped (`asr.cli.tsv_field`):
+a file name or slot value with a newline cannot forge a line of the output.
 """
 
 import sys
@@ -50,7 +55,7 @@ from asr.assistant.intents import (
 )
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
-from asr.cli import ArgumentParser, one_line
+from asr.cli import ArgumentParser, one_line, tsv_field
 from asr.grammar import GrammarError
 from asr.transcriber import DEFAULT_VAD, Transcriber
 from asr.untrusted import first_line, from_section
@@ -59,7 +64,7 @@ from asr.vad import VAD_RATES, Endpointer, SpeechSpan, VADConfig
 PROG = "asr-demo"  # the name usage errors begin with
 ASK_RATIO = 0.5  # ask "did you mean ...?" when the second reading is at least this likely
                  # relative to the first
-Block = tuple[np.ndarray, float]  # samples and the time.monotonic() at which they were heard
+Block = tuple[np.ndarray, float]  # samples and the time.monotonic() at which they arrived
 
 
 class DemoError(RuntimeError):
@@ -81,7 +86,8 @@ class Turn:
 
 
 class Console:
-    """Prints whole lines from the main loop and from timer threads without interleaving."""
+    """Prints whole lines, from any thread, without interleaving; each escaped, so that what
+    it quotes (file names, slot values) stays on its line."""
 
     def __init__(self, write: Callable[[str], None] | None = None) -> None:
         """`write` takes every line, errors included; by default stdout (errors: stderr)."""
@@ -92,7 +98,7 @@ class Console:
     def __call__(self, *lines: str) -> None:
         with self._lock:
             for line in lines:
-                self._write(line)
+                self._write(tsv_field(line))
 
     def error(self, line: str) -> None:
         with self._lock:
@@ -111,14 +117,22 @@ class VoiceDemo:
                              f" got {early_ms}")
         self.early_ms = early_ms
         Endpointer(sample_rate, vad)  # a bad VAD setting fails here, before any audio
+        self.heard = 0  # samples heard by every run: the demo's clock, which never goes back
+        assistant.set_clock(self.stream_seconds)
+
+    def stream_seconds(self) -> float:
+        """The demo's time: seconds of audio heard."""
+        return self.heard / self.sample_rate
 
     def run(self, blocks: Iterable[Block]) -> list[Turn]:
         """Listen until the blocks end; act on each utterance as soon as it is over."""
         endpointer = Endpointer(self.sample_rate, self.vad)
         turns: list[Turn] = []
-        heard, received, pause = 0, time.monotonic(), 0
+        heard, received, pause = 0, time.monotonic(), 0  # heard: of this stream
         for samples, received in blocks:
             heard += len(samples)
+            self.heard += len(samples)
+            self.assistant.tick()
             for utterance in endpointer.feed(samples):
                 turns.append(self.handle(utterance, heard, received, turns))
             before, pause = pause, endpointer.pause_ms

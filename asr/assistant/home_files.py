@@ -19,9 +19,13 @@ KIND_EXTENSIONS = {
     "music": {".mp3", ".flac", ".ogg", ".oga", ".opus", ".wav", ".m4a", ".aac", ".wma"},
     "videos": {".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v", ".mpg", ".mpeg", ".wmv"},
 }
+KINDS = ("files", "directories", "downloads", *KIND_EXTENSIONS)
+WHEN = ("from today", "from yesterday", "from last week")  # what `time_window` knows
 DIGIT_VALUES = {word: value for value, word in enumerate(
-    "zero one two three four five six seven eight nine".split())}
+    "zero one two three four five six seven eight nine".split())} | {
+    str(value): value for value in range(10)}  # as Rhino's number slots report them
 _NOUNS = {"music": ("music file", "music files"), "directories": ("directory", "directories")}
+MAX_SCREENS = 20  # listings kept for "go back" (each may hold max_scanned paths)
 
 
 class SandboxError(PermissionError):
@@ -29,12 +33,21 @@ class SandboxError(PermissionError):
 
 
 def inside_home(home: Path, relative: str | Path) -> Path:
-    """`home / relative`, resolved; refuses anything that resolves outside home."""
-    root = home.resolve()
-    path = (root / relative).resolve()
+    """`home / relative`, resolved; refuses anything that resolves outside home, or not at
+    all (a loop of symbolic links)."""
+    root = resolved(home)
+    path = resolved(root / relative)
     if not path.is_relative_to(root):
         raise SandboxError(f"{relative}: outside the home folder {root}; refused")
     return path
+
+
+def resolved(path: Path) -> Path:
+    """`path` with links and `..` resolved; a SandboxError for a loop of symbolic links."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop, before Python 3.13
+        raise SandboxError(f"{path}: cannot be resolved ({err}); refused") from None
 
 
 def list_files(home: Path, kind: str, folder: str | Path = ".", since: float | None = None,
@@ -100,6 +113,12 @@ class FileBrowser:
 
     def show(self, kind: str, when: str | None = None) -> str:
         """List the files of a kind (modified `when`), newest first, and show the first page."""
+        if kind not in KINDS:
+            return (f"I know no kind of file called {kind!r} (only {', '.join(KINDS)}); "
+                    "nothing shown.")
+        if when is not None and when not in WHEN:
+            return (f"I cannot tell which files are {when!r} (only {', '.join(WHEN)}); "
+                    "nothing shown.")
         folder = self.downloads if kind == "downloads" else "."
         since, until = time_window(when, dt.datetime.now())
         try:
@@ -110,7 +129,7 @@ class FileBrowser:
         where = inside_home(self.home, folder)
         among = "" if complete else f" among the first {self.max_scanned} entries"
         title = f"{_counted(len(items), kind)}{' ' + when if when else ''} in {where}{among}"
-        self.screens.append((title, items, 0))
+        self.screens = self.screens[1 - MAX_SCREENS:] + [(title, items, 0)]
         return self._page()
 
     def _page(self) -> str:
@@ -126,6 +145,8 @@ class FileBrowser:
         return f"{title}: {names}{more}"
 
     def scroll(self, direction: str) -> str:
+        if direction not in ("up", "down", "left", "right"):
+            return f"Cannot scroll {direction!r} (up, down, left or right); nothing done."
         if direction in ("left", "right"):
             return f"Scrolled {direction} (simulated: listings have one column)."
         if not self.screens:
@@ -144,7 +165,9 @@ class FileBrowser:
 
     def pick(self, digit: str) -> str:
         """A digit picks an item of the listing on screen (1 = the first)."""
-        value = DIGIT_VALUES[digit]
+        value = DIGIT_VALUES.get(digit)
+        if value is None:
+            return f"Heard {digit!r}, which is no digit; nothing picked."
         if not self.screens:
             return f"Heard {digit}; nothing on screen to pick."
         _, items, _ = self.screens[-1]

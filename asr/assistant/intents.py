@@ -1,9 +1,11 @@
 """Speech -> intent: which command of a grammar an utterance means, and how surely.
 
-    python -m asr.assistant.intents --model exp/voice_commands command.wav ...        # intent and slots
-    python -m asr.assistant.intents --model DIR --json a.wav b.flac                  # one JSON per file
-    python -m asr.assistant.intents evaluate --model DIR --manifest commands.jsonl   # acceptance rate
-    python -m asr.assistant.intents calibrate --model DIR --manifest dev.jsonl       # the threshold
+    asr-intents --model exp/voice_commands command.wav ...        # intent and slots
+    asr-intents --model DIR --json a.wav b.flac                  # one JSON per file
+    asr-intents evaluate --model DIR --manifest commands.jsonl   # acceptance rate
+    asr-intents calibrate --model DIR --manifest dev.jsonl       # the threshold
+
+(`python -m asr.assistant.intents` is the same program, from a checkout.)
 
 The grammar (`asr.grammar`: a Rhino context file, by default the model directory's
 `grammar.yaml`) is searched in one of two ways (`search`):
@@ -39,6 +41,7 @@ push the threshold to 1).
 import argparse
 import json
 import math
+import reprlib
 import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
@@ -48,7 +51,7 @@ from rapidfuzz.distance import Levenshtein
 
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError, save_text
-from asr.cli import ArgumentParser, print_error, save_report, tsv_field
+from asr.cli import ArgumentParser, one_line, print_error, save_report, tsv_field
 from asr.data import ManifestError, audio_path
 from asr.decoding import Hypothesis
 from asr.grammar import Grammar, GrammarError
@@ -58,6 +61,8 @@ from asr.transcriber import Transcriber
 from asr.untrusted import UntrustedInputError, check_fields, check_ranges, first_line, read_text
 from asr.vad import VADConfig
 
+PROG = "asr-intents"  # the installed command (pyproject's [project.scripts])
+MODULE = "python -m asr.assistant.intents"  # the same, run from a checkout
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
 CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated on dev
 MAX_MANIFEST_BYTES = 256 << 20
@@ -65,6 +70,8 @@ SEARCHES = ("grammar", "free")
 DEFAULT_THRESHOLD = 0.85  # free search: lowest similarity to a grammar sentence that counts
 DEFAULT_MIN_CONFIDENCE = 0.3  # grammar search, uncalibrated: lowest exp(-garbage ratio) x agreement
 CALIBRATION_COST = 2.0  # `calibrate`: a non-command accepted costs as much as two refused
+COMMANDS = {"evaluate": "Score intents on a manifest.",
+            "calibrate": "Choose the grammar search's min_confidence on dev."}
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,8 @@ class IntentParser:
         check_ranges(self, "intents", threshold=(0, 1), min_confidence=(0, 1))
         if self.search not in SEARCHES:
             raise ValueError(f"intents.search must be one of {SEARCHES}, got {self.search!r}")
+        if self.search == "free":
+            self.grammar.check_matchable()  # refused now, not at the first utterance
 
     def parse(self, text: str, found: Hypothesis | None = None,
               nbest: list[tuple[str, float]] | None = None, free: str | None = None) -> Intent:
@@ -192,7 +201,7 @@ def calibrated_confidence(model_dir: str | Path) -> float:
         return DEFAULT_MIN_CONFIDENCE
     try:
         value = json.loads(read_text(path, 1 << 16, "the calibration")).get("min_confidence")
-    except (UntrustedInputError, json.JSONDecodeError, AttributeError) as err:
+    except (UntrustedInputError, json.JSONDecodeError, AttributeError, RecursionError) as err:
         raise ModelDirError(f"{path}: not a calibration file ({first_line(err)})") from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ModelDirError(f"{path}: min_confidence must be a number in [0, 1], got {value!r}")
@@ -329,15 +338,32 @@ def read_commands(manifest: str | Path) -> list[tuple[str, str | None, dict[str,
 
 
 def _command_row(line: str, root: Path) -> tuple[str, str | None, dict[str, str]]:
+    """One row; `slots` may be left out (no slots), but when present it must be an object."""
     row = json.loads(line)
     if not isinstance(row, dict):
         raise ManifestError("expected a JSON object")
-    intent, slots = row.get("intent"), row.get("slots") or {}
+    intent, slots = row.get("intent"), row.get("slots", {})
     if intent is not None and not isinstance(intent, str):
-        raise ManifestError(f"intent must be a string or null, got {intent!r}")
+        raise ManifestError(f"intent must be a string or null, got {reprlib.repr(intent)}")
     if not isinstance(slots, dict) or not all(isinstance(v, str) for v in slots.values()):
-        raise ManifestError(f"slots must map names to strings, got {slots!r}")
+        raise ManifestError("slots must be an object mapping names to strings, got "
+                            f"{reprlib.repr(slots)}")
+    if intent is None and slots:
+        raise ManifestError(f"a non-command (intent null) has no slots, got {reprlib.repr(slots)}")
+    for text in (intent, *slots, *slots.values(), row.get("audio_filepath")):
+        if isinstance(text, str) and not _is_unicode(text):
+            raise ManifestError(f"{one_line(reprlib.repr(text))} is not valid Unicode (a lone "
+                                "surrogate)")
     return audio_path(row.get("audio_filepath"), root), intent, slots
+
+
+def _is_unicode(text: str) -> bool:
+    """False for a lone surrogate: JSON allows "\\ud800", UTF-8 (and so any output) does not."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 Result = tuple[str | None, dict[str, str], Intent]  # expected intent and slots, what was heard
@@ -394,7 +420,7 @@ def format_report(report: dict) -> str:
     if report["non_commands"]:
         lines.append(f"non-commands accepted as commands: {100 * false:.2f}% of "
                      f"{report['non_commands']}")
-    lines += [f"  {name:24s} {100 * row['acceptance']:6.2f}%  ({row['n']})"
+    lines += [f"  {tsv_field(name):24s} {100 * row['acceptance']:6.2f}%  ({row['n']})"
               for name, row in report["per_intent"].items()]
     return "\n".join(lines)
 
@@ -402,16 +428,27 @@ def format_report(report: dict) -> str:
 # ---------------------------------------------------------------------------- command line
 
 
+def _program() -> str:
+    """The name this program was run by: the installed command, else the module."""
+    return PROG if Path(sys.argv[0]).name == PROG else MODULE
+
+
 def _arguments(argv: list[str]) -> argparse.Namespace:
-    command = argv[0] if argv and argv[0] in ("evaluate", "calibrate") else None
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    return argument_parser(command).parse_args(argv[1:] if command else argv)
+
+
+def argument_parser(command: str | None) -> ArgumentParser:
+    """The options of a command (`evaluate`, `calibrate`), or of reading files (None)."""
+    program = _program()
     parser = ArgumentParser(
-        prog="python -m asr.assistant.intents" + (f" {command}" if command else ""),
-        description={"evaluate": "Score intents on a manifest.",
-                     "calibrate": "Choose the grammar search's min_confidence on dev."}.get(
-                         command or "", __doc__.splitlines()[0]))
-    parser.add_argument("--model", required=True, help="model directory")
+        prog=program + (f" {command}" if command else ""),
+        description=COMMANDS.get(command or "", __doc__.splitlines()[0]),
+        epilog=None if command else "Also: " + ", ".join(f"{program} {name} --help"
+                                                         for name in COMMANDS))
+    parser.add_argument("--model", required=True, help="model directory written by training")
     parser.add_argument("--grammar", help="grammar file (default: the model's grammar.yaml)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
     if command != "calibrate":
         parser.add_argument("--search", choices=SEARCHES, default="grammar",
                             help="search inside the grammar, or transcribe freely and match")
@@ -421,12 +458,13 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
                             help="lowest confidence that counts (default: the model's "
                                  f"calibrated one, else {DEFAULT_MIN_CONFIDENCE}; free: 0)")
     if command:
-        parser.add_argument("--manifest", required=True)
+        parser.add_argument("--manifest", required=True,
+                            help="JSON lines {audio_filepath, intent (null: no command), slots}")
         parser.add_argument("--json", metavar="FILE", help="also write the report as JSON")
-        return parser.parse_args(argv[1:])
-    parser.add_argument("--json", action="store_true", help="one JSON object per file")
-    parser.add_argument("files", nargs="+")
-    return parser.parse_args(argv)
+    else:
+        parser.add_argument("--json", action="store_true", help="one JSON object per file")
+        parser.add_argument("files", nargs="+", help="audio files, each one utterance")
+    return parser
 
 
 def _calibrate(args: argparse.Namespace) -> dict:
@@ -455,8 +493,8 @@ def _print_intents(recognizer: IntentRecognizer, files: list[str], as_json: bool
         if as_json:
             print(json.dumps({"file": path, **asdict(intent)}), flush=True)
         else:
-            print(f"{tsv_field(path)}\t{intent.describe()}\t{intent.confidence:.2f}\t"
-                  f"{intent.text}", flush=True)
+            print(f"{tsv_field(path)}\t{tsv_field(intent.describe())}\t{intent.confidence:.2f}\t"
+                  f"{tsv_field(intent.text)}", flush=True)
     return 1 if failed else 0
 
 

@@ -6,10 +6,11 @@ program is run to find out; the log is read only inside the home folder.
 
 import datetime as dt
 import os
-from collections import deque
 from pathlib import Path
 
 from asr.assistant.home_files import SandboxError, inside_home
+
+TAIL_BYTES = 500  # of a log, the end read for its last line
 
 
 def read_batteries(power_supply: Path) -> list[tuple[str, int | None, str]]:
@@ -36,12 +37,30 @@ def running_processes(name: str, proc: Path = Path("/proc")) -> list[int]:
     return sorted(pids)
 
 
+def last_line(path: Path) -> str:
+    """The last line of a file, read from its end (a log may be gigabytes long, or one line
+    of gigabytes), at most TAIL_BYTES of it."""
+    with path.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - TAIL_BYTES))
+        tail = f.read(TAIL_BYTES).decode("utf-8", "replace")
+    lines = tail.splitlines()
+    return lines[-1].strip() if lines else ""
+
+
 def _read(path: Path) -> str:
     """A small system file's text, or "" when it is gone (processes end, batteries unplug)."""
     try:
         return path.read_text(errors="replace").strip()
     except OSError:
         return ""
+
+
+THINGS = ("battery", "program")  # what can be checked
+
+
+def _unknown(thing: str) -> str:
+    return f"I cannot check the {thing!r} (only the {' or the '.join(THINGS)}); nothing done."
 
 
 class StatusChecks:
@@ -53,9 +72,13 @@ class StatusChecks:
         self.power_supply, self.low_battery = power_supply, low_battery
 
     def check(self, thing: str) -> str:
+        if thing not in THINGS:
+            return _unknown(thing)
         return self._battery() if thing == "battery" else self._program()
 
     def log(self, thing: str) -> str:
+        if thing not in THINGS:
+            return _unknown(thing)
         if thing == "battery":
             return self._battery() + " (Linux keeps no battery log; this is the current reading)"
         try:
@@ -64,11 +87,12 @@ class StatusChecks:
             return str(err)
         if not log.is_file():
             return f"No program log at {log}."
-        with log.open(errors="replace") as f:
-            lines = deque(f, maxlen=1)  # the last line, in bounded memory
-        written = dt.datetime.fromtimestamp(log.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
-        last = lines[-1].strip() if lines else "(empty)"
-        return f"{log.name}, last written {written}, ends with: {last}"
+        try:
+            last = last_line(log)
+            written = dt.datetime.fromtimestamp(log.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+        except OSError as err:
+            return f"Cannot read the program log {log}: {err.strerror or err}."
+        return f"{log.name}, last written {written}, ends with: {last or '(empty)'}"
 
     def _battery(self) -> str:
         root = Path(self.power_supply)

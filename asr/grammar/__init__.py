@@ -28,8 +28,13 @@ distance against each expression's word graph. Slot values come back exactly as 
 writes them, never from the transcript.
 
 The file is untrusted input: its size is bounded, YAML aliases are refused (they can expand a
-few hundred bytes into gigabytes), and every problem is one `GrammarError` line naming the file,
-the line and what is wrong.
+few hundred bytes into gigabytes), and so is whatever would make a walk of the grammar run out
+of memory, time or stack: brackets nested deeper than MAX_NESTING, an expression with a
+sentence longer than MAX_SENTENCE_WORDS words (none could be parsed) or with a sentence of no
+words (silence would be a command), a search graph of more than `automaton.MAX_ARCS` arcs
+(a long macro used many times), and, for `match`, word graphs of more than
+`matching.MAX_MATCH_NODES` nodes. Every problem is one `GrammarError` line naming the file, the
+line and what is wrong.
 
 The parts: `elements` (what an expression is made of), `reader` (the file), `automaton` (the
 search's graph and parsing), `expansion` (counting, enumerating, sampling) and `matching` (free
@@ -42,10 +47,10 @@ from functools import cached_property
 from pathlib import Path
 
 from asr.grammar.automaton import GrammarTooLarge, Reading, WordAutomaton
-from asr.grammar.elements import BUILTIN_SLOTS, Expression, Sentence, SlotTypes
-from asr.grammar.expansion import count_expansions, draw, expand, weighted_index
-from asr.grammar.matching import WordGraph, WordIndex
-from asr.grammar.reader import GrammarError, read_grammar
+from asr.grammar.elements import BUILTIN_SLOTS, MAX_SENTENCE_WORDS, Expression, Sentence, SlotTypes
+from asr.grammar.expansion import count_expansions, draw, expand, sentence_words, weighted_index
+from asr.grammar.matching import MAX_MATCH_NODES, WordGraph, WordIndex, nodes_needed
+from asr.grammar.reader import GrammarError, read_grammar, shown
 from asr.text import normalize_text
 from asr.untrusted import UntrustedInputError, read_text
 
@@ -60,14 +65,38 @@ class Grammar:
     def __init__(self, expressions: list[Expression], slots: SlotTypes,
                  source: str = "<grammar>") -> None:
         self.expressions, self.slots, self.source = expressions, {**BUILTIN_SLOTS, **slots}, source
+        self._check_sentences()
         try:
             self.automaton = WordAutomaton(expressions, self.slots)
         except GrammarTooLarge as err:
             raise GrammarError(f"{source}: {err}") from None
 
+    def _check_sentences(self) -> None:
+        """Every expression says at least one word and at most MAX_SENTENCE_WORDS."""
+        memo: dict = {}
+        for e in self.expressions:
+            fewest, most = sentence_words(e.elements, self.slots, memo)
+            if not fewest:
+                raise GrammarError(f"{self.source}:{e.line}: every part of {shown(e.source)} is "
+                                   "optional: silence would be this command")
+            if most > MAX_SENTENCE_WORDS:
+                raise GrammarError(f"{self.source}:{e.line}: {shown(e.source)} has sentences of "
+                                   f"{most} words; at most {MAX_SENTENCE_WORDS} are allowed")
+
+    def check_matchable(self) -> None:
+        """Refuse a grammar whose word graphs for `match` (the free search) would be too large
+        to align a transcript against in a second."""
+        memo: dict = {}
+        needed = sum(1 + nodes_needed(e.elements, self.slots, memo) for e in self.expressions)
+        if needed > MAX_MATCH_NODES:
+            raise GrammarError(f"{self.source}: too large for the free search (its word graphs "
+                               f"would have {needed} nodes, more than {MAX_MATCH_NODES}); use "
+                               "the grammar search")
+
     @cached_property
     def _graphs(self) -> list[WordGraph]:
         """Each expression's graph for `match` (built on first use: the search needs none)."""
+        self.check_matchable()
         return [WordGraph(e.elements, self.slots) for e in self.expressions]
 
     @cached_property
@@ -128,9 +157,10 @@ class Grammar:
         """The grammar sentence nearest to `text` (normalised), with its intent and slots: the
         text itself when it is a sentence (similarity 1), else the nearest by word edit
         distance, searched in the `shortlist` expressions sharing the most (rare) words with
-        the text. None for an empty text."""
+        the text. None for an empty text, and for one of more than MAX_SENTENCE_WORDS words
+        (no command is that long)."""
         words = normalize_text(text).split()
-        if not words:
+        if not words or len(words) > MAX_SENTENCE_WORDS:
             return None
         exact = self.automaton.parse(words)
         if exact is not None:

@@ -4,7 +4,10 @@
 Kaldi or Vosk compile a JSGF grammar into an FST, here without expanding it): a word is an
 arc, a choice or a skipped optional is an empty arc, and a slot is one arc into its type's
 value trie, shared by every use of the slot, so the graph grows with the grammar's text, not
-with its sentences (a coffee machine's 120 million sentences are a few thousand arcs).
+with its sentences (a coffee machine's 120 million sentences are a few thousand arcs). A
+macro is copied where it is used, so a few kilobytes of text that use a long macro many times
+could ask for millions of arcs: the arcs are counted before any is built, and a grammar that
+needs more than MAX_ARCS is refused.
 
 A search never sees the graph: it holds a state (the set of graph positions its words so far
 reach) and asks which words may follow, which state a word leads to, and whether a sentence
@@ -17,22 +20,42 @@ search (`asr.search.GrammarConstraint`): the tokens a hypothesis may write next,
 per (state, partial word).
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-from asr.grammar.elements import Choice, Expression, Slot, SlotTypes, Word
+from asr.grammar.elements import MAX_SENTENCE_WORDS, Choice, Expression, Slot, SlotTypes, Word
 from asr.tokenizer import EOS_ID, WORD_START
 
-MAX_ARCS = 1_000_000  # a grammar whose graph needs more arcs is refused (its memory is bounded)
+MAX_ARCS = 200_000  # a grammar whose graph needs more arcs is refused (tens of MB, built in 1 s)
 MAX_STATES = 100_000  # remembered search states; past this their memory starts again (`forget`)
-MAX_PARSE_WORDS = 100  # longer texts are not parsed (no command is that long; bounds recursion)
+MAX_POSITIONS = 2_000_000  # ... or past this many graph positions held in them all
 DEAD = -1  # the state of a word sequence that leaves the grammar
 
 
 class GrammarTooLarge(ValueError):
     """The grammar's graph would need more than MAX_ARCS arcs."""
+
+
+def arcs_needed(expressions: list[Expression]) -> int:
+    """The arcs `WordAutomaton` builds for these expressions, counted without building them."""
+    memo: dict[int, int] = {}
+    return sum(1 + _sequence_arcs(e.elements, memo) for e in expressions)
+
+
+def _sequence_arcs(elements: tuple, memo: dict[int, int]) -> int:
+    total = 0
+    for element in elements:
+        if isinstance(element, Choice):
+            if id(element) not in memo:  # a macro: one choice object used many times
+                memo[id(element)] = element.optional + sum(
+                    2 + _sequence_arcs(option, memo) for option in element.options)
+            total += memo[id(element)]
+        else:
+            total += 1
+    return total
 
 
 @dataclass(frozen=True)
@@ -85,6 +108,10 @@ class WordAutomaton:
     """
 
     def __init__(self, expressions: list[Expression], slots: SlotTypes) -> None:
+        needed = arcs_needed(expressions)
+        if needed > MAX_ARCS:
+            raise GrammarTooLarge(f"the grammar's graph would need {needed} arcs, more than "
+                                  f"{MAX_ARCS} (a long macro used many times?); refused")
         self.expressions = expressions
         self.empty: list[list[int]] = [[]]  # node -> targets of its empty arcs
         self.words: list[dict[str, list[int]]] = [{}]  # node -> word -> targets
@@ -92,12 +119,13 @@ class WordAutomaton:
         self.slot_arc: list[tuple[Slot, int]] = []  # slot arc -> (slot, target node)
         self.final: dict[int, int] = {}  # end node -> expression index
         self.tries = {name: _Trie(values) for name, values in slots.items()}
-        self.arcs = 0
+        self.arcs = needed
         for index, expression in enumerate(expressions):
             start = self._node()
             self._arc(0, start)
             self.final[self._build(expression.elements, start)] = index
         self._states: list[frozenset] = []
+        self._positions = 0  # held in the states remembered
         self._ids: dict[frozenset, int] = {}
         self._next: dict[tuple[int, str], int] = {}
         self._allowed: dict[int, frozenset[str]] = {}
@@ -112,13 +140,7 @@ class WordAutomaton:
         self.slot_arcs.append([])
         return len(self.empty) - 1
 
-    def _count_arc(self) -> None:
-        self.arcs += 1
-        if self.arcs > MAX_ARCS:
-            raise GrammarTooLarge(f"the grammar's graph needs more than {MAX_ARCS} arcs")
-
     def _arc(self, source: int, target: int, word: str | None = None) -> None:
-        self._count_arc()
         if word is None:
             self.empty[source].append(target)
         else:
@@ -130,7 +152,6 @@ class WordAutomaton:
             if isinstance(element, Word):
                 self._arc(start, end, element.text)
             elif isinstance(element, Slot):
-                self._count_arc()
                 self.slot_arcs[start].append(len(self.slot_arc))
                 self.slot_arc.append((element, end))
             else:
@@ -173,15 +194,18 @@ class WordAutomaton:
         if positions not in self._ids:
             self._ids[positions] = len(self._states)
             self._states.append(positions)
+            self._positions += len(positions)
         return self._ids[positions]
 
     def forget(self) -> None:
-        """Start the memory of states again once it holds more than MAX_STATES. Every state
+        """Start the memory of states again once it holds more than MAX_STATES, or more than
+        MAX_POSITIONS graph positions in all (a large grammar's states are large). Every state
         handed out before is then void, so this runs only where no caller holds one: as a
         search starts (`TokenGrammar.start`) and as `accepts` begins, never inside a search,
         whose own states are bounded by its beam and length."""
-        if len(self._states) > MAX_STATES:
+        if len(self._states) > MAX_STATES or self._positions > MAX_POSITIONS:
             self._states, self._ids, self._next, self._allowed = [], {}, {}, {}
+            self._positions = 0
             self._add_state(self._closure([0]))
             self.generation += 1
 
@@ -232,51 +256,69 @@ class WordAutomaton:
         return state != DEAD and any(p in self.final for p in self._states[state])
 
     def accepts(self, words: list[str]) -> bool:
+        return self.can_end(self._state_after(words))
+
+    def _state_after(self, words: list[str]) -> int:
         self.forget()
         state = 0
         for word in words:
             state = self.step(state, word)
-        return self.can_end(state)
+        return state
 
     # ---------------------------------------------------------------- parsing
 
     def parse(self, words: list[str]) -> Reading | None:
         """The meaning of a grammar sentence read off its path (the first expression, in the
-        file's order, whose path says these words); None when it is no sentence."""
-        if len(words) > MAX_PARSE_WORDS or not self.accepts(words):
+        file's order, whose path says these words); None when it is no sentence. Only the
+        expressions whose end the words reach are walked (a grammar may have thousands)."""
+        if len(words) > MAX_SENTENCE_WORDS:
             return None
-        for index, expression in enumerate(self.expressions):
-            start = self.empty[0][index]
-            found = self._walk(start, 0, tuple(words), {}, index)
+        state = self._state_after(words)
+        ends = [] if state == DEAD else [self.final[p] for p in self._states[state]
+                                         if p in self.final]
+        for index in sorted(ends):
+            found = self._walk(self.empty[0][index], tuple(words), index)
             if found is not None:
-                return Reading(expression.intent, index, found)
+                return Reading(self.expressions[index].intent, index, found)
         return None
 
-    def _walk(self, node: int, at: int, words: tuple[str, ...], failed: dict,
+    def _walk(self, start: int, words: tuple[str, ...],
               expression: int) -> tuple[SlotSpan, ...] | None:
-        """The slots on a path from `node` that says words[at:] and ends the expression.
-        Depth first over an acyclic graph; `failed` remembers the (node, at) that lead nowhere."""
-        if (node, at) in failed:
-            return None
-        if at == len(words) and self.final.get(node) == expression:
-            return ()
+        """The slots on a path from `start` that says `words` and ends the expression: depth
+        first over an acyclic graph, with a stack of its own (a path may be thousands of arcs
+        long), remembering the (node, words said) that lead nowhere."""
+        failed: set[tuple[int, int]] = set()
+        stack = [(start, 0, self._steps(start, 0, words))]
+        spans: list[SlotSpan | None] = []  # what each step on the path filled
+        while stack:
+            node, at, steps = stack[-1]
+            if at == len(words) and self.final.get(node) == expression:
+                return tuple(span for span in spans if span is not None)
+            step = next((s for s in steps if (s[0], s[1]) not in failed), None)
+            if step is None:
+                failed.add((node, at))
+                stack.pop()
+                if spans:
+                    spans.pop()
+                continue
+            target, end, span = step
+            stack.append((target, end, self._steps(target, end, words)))
+            spans.append(span)
+        return None
+
+    def _steps(self, node: int, at: int, words: tuple[str, ...]
+               ) -> Iterator[tuple[int, int, SlotSpan | None]]:
+        """(target, words said after it, slot filled) for each arc out of `node`: words, then
+        empty arcs, then slot values."""
         if at < len(words):
             for target in self.words[node].get(words[at], []):
-                rest = self._walk(target, at + 1, words, failed, expression)
-                if rest is not None:
-                    return rest
+                yield target, at + 1, None
         for target in self.empty[node]:
-            rest = self._walk(target, at, words, failed, expression)
-            if rest is not None:
-                return rest
+            yield target, at, None
         for arc in self.slot_arcs[node]:
             slot, target = self.slot_arc[arc]
             for value, end in self._slot_values(slot.type, words, at):
-                rest = self._walk(target, end, words, failed, expression)
-                if rest is not None:
-                    return (SlotSpan(slot.name, value, at, end), *rest)
-        failed[(node, at)] = True
-        return None
+                yield target, end, SlotSpan(slot.name, value, at, end)
 
     def _slot_values(self, slot_type: str, words: tuple[str, ...], at: int):
         """(value, end) for each value of the slot type that words[at:end] say."""

@@ -9,6 +9,12 @@ from dataclasses import dataclass, field
 
 from asr.text import number_words, ordinal_words
 
+# What a grammar may ask for, so that every part that walks it is bounded in memory, time and
+# recursion: brackets nested this deep (real grammars nest two or three), and sentences of
+# this many words (no spoken command is that long; longer ones could never be parsed).
+MAX_NESTING = 16
+MAX_SENTENCE_WORDS = 100
+
 
 @dataclass(frozen=True)
 class Word:

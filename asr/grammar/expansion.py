@@ -3,13 +3,15 @@
 Each function walks an expression's elements (`asr.grammar.elements`) with the
 grammar's slot types (`slots`: type -> (spoken, value) pairs) and yields (words, slots, core)
 triples: the words said, the slot values filled, and whether no optional part was said.
+They loop over a sequence and recurse only into brackets, whose nesting the reader bounds.
 """
 
+import itertools
 import random
 from collections.abc import Iterator
-from functools import cache
+from functools import lru_cache
 
-from asr.grammar.elements import Slot, Word
+from asr.grammar.elements import Choice, Slot, Word
 
 Expansion = tuple[tuple[str, ...], tuple[tuple[str, str], ...], bool]
 
@@ -24,7 +26,7 @@ def weighted_index(counts: list[int], rng: random.Random) -> int:
     raise AssertionError("unreachable")
 
 
-@cache
+@lru_cache(maxsize=1 << 16)  # bounded: a long-lived process may load many grammars
 def count_expansions(elements: tuple, slot_counts: tuple[tuple[str, int], ...]) -> int:
     """How many expansions a sequence has (`slot_counts`: slot type -> number of values)."""
     total = 1
@@ -42,14 +44,41 @@ def _element_count(element, slot_counts: tuple[tuple[str, int], ...]) -> int:
             + element.optional)
 
 
+def sentence_words(elements: tuple, slots: dict, memo: dict | None = None) -> tuple[int, int]:
+    """The fewest and the most words a sequence's sentences have, found without expanding
+    them (`memo`: per slot type, and per choice object, as a macro is one choice used many
+    times)."""
+    memo = {} if memo is None else memo
+    fewest = most = 0
+    for element in elements:
+        if isinstance(element, Word):
+            low = high = 1
+        elif isinstance(element, Slot):
+            if element.type not in memo:
+                lengths = [len(spoken.split()) for spoken, _ in slots[element.type]]
+                memo[element.type] = min(lengths), max(lengths)
+            low, high = memo[element.type]
+        else:
+            low, high = _choice_words(element, slots, memo)
+        fewest, most = fewest + low, most + high
+    return fewest, most
+
+
+def _choice_words(choice: Choice, slots: dict, memo: dict) -> tuple[int, int]:
+    if id(choice) not in memo:
+        spans = [sentence_words(option, slots, memo) for option in choice.options]
+        memo[id(choice)] = (0 if choice.optional else min(low for low, _ in spans),
+                            max(high for _, high in spans))
+    return memo[id(choice)]
+
+
 def expand(elements: tuple, slots: dict) -> Iterator[Expansion]:
-    """Every (words, slots, core) of a sequence, depth first."""
-    if not elements:
-        yield (), (), True
-        return
-    for head in _alternatives(elements[0], slots):
-        for tail in expand(elements[1:], slots):
-            yield head[0] + tail[0], head[1] + tail[1], head[2] and tail[2]
+    """Every (words, slots, core) of a sequence, depth first (the first element varies
+    slowest)."""
+    for parts in itertools.product(*(list(_alternatives(e, slots)) for e in elements)):
+        yield (tuple(word for part in parts for word in part[0]),
+               tuple(filled for part in parts for filled in part[1]),
+               all(part[2] for part in parts))
 
 
 def _alternatives(element, slots: dict) -> Iterator[Expansion]:

@@ -3,14 +3,42 @@
 Each expression becomes a word graph (`WordGraph`); a transcript is aligned to it by a
 word-level edit distance, whose least-cost path gives the nearest grammar sentence and the
 slot values on it. `WordIndex` shortlists the expressions worth aligning.
+
+A word graph spells out every value of every slot where the slot is used, and an alignment
+costs (words heard) x (nodes) steps, so the graphs are sized before they are built
+(`nodes_needed`): a grammar is matched only when they have at most MAX_MATCH_NODES nodes in
+all, and only transcripts of at most MAX_SENTENCE_WORDS words are aligned.
 """
 
 import difflib
 import math
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
-from asr.grammar.elements import Slot, Word
+from asr.grammar.elements import Choice, Slot, Word
+
+MAX_MATCH_NODES = 10_000  # the default grammar's graphs have about 1,000
+
+
+def nodes_needed(elements: tuple, slots: dict, memo: dict | None = None) -> int:
+    """The nodes a `WordGraph` of these elements has, counted without building it (`memo`:
+    per slot type, and per choice object, as a macro is one choice used many times)."""
+    memo = {} if memo is None else memo
+    total = 0
+    for element in elements:
+        if isinstance(element, Word):
+            total += 1
+        elif isinstance(element, Slot):
+            if element.type not in memo:
+                memo[element.type] = 1 + sum(1 + len(spoken.split())
+                                             for spoken, _ in slots[element.type])
+            total += memo[element.type]
+        elif isinstance(element, Choice):
+            if id(element) not in memo:
+                memo[id(element)] = 1 + sum(1 + nodes_needed(option, slots, memo)
+                                            for option in element.options)
+            total += memo[id(element)]
+    return total
 
 
 @dataclass(frozen=True)
@@ -20,7 +48,7 @@ class Alignment:
     slots: dict[str, str]
 
 
-@cache
+@lru_cache(maxsize=1 << 16)  # bounded: the heard words of a long-running demo are endless
 def _substitution(heard: str, written: str) -> float:
     """Cost of hearing `heard` for the grammar's `written`: 0 when equal, at most 0.5 for a
     near spelling ("fotos" for "photos"), 1.5 otherwise: more than leaving a grammar word out

@@ -3,20 +3,37 @@ one `GrammarError` line naming the file, the line and what is wrong.
 
 The text is untrusted: YAML aliases and deep nesting are refused before any loader builds it
 (`asr.untrusted.check_yaml`), and each expression string is parsed by a small recursive-descent
-parser (`_Expr`) into the elements of `asr.grammar.elements`.
+parser (`_Expr`) into the elements of `asr.grammar.elements`, its brackets nested at most
+MAX_NESTING deep (so that no walk of the elements runs out of stack).
 """
 
 import re
+import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import yaml
 
-from asr.grammar.elements import BUILTIN_SLOTS, Choice, Expression, Slot, SlotTypes, Word
+from asr.grammar.elements import (
+    BUILTIN_SLOTS,
+    MAX_NESTING,
+    MAX_SENTENCE_WORDS,
+    Choice,
+    Expression,
+    Slot,
+    SlotTypes,
+    Word,
+)
 from asr.text import normalize_text
 from asr.untrusted import UntrustedInputError, check_yaml
 
 _TOKEN = re.compile(r"\s*(?:(?P<punct>[\[\](),])|(?P<slot>\$[\w.]*(?::\w*)?)|(?P<macro>@\w*)"
                     r"|(?P<word>[^\s\[\](),$@]+))")
+
+
+# libyaml's parser where PyYAML has it: a grammar may be a megabyte, which PyYAML's own parser
+# takes seconds to read (twice: checked, then composed).
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class GrammarError(ValueError):
@@ -26,6 +43,14 @@ class GrammarError(ValueError):
 def read_grammar(text: str, source: str) -> tuple[list[Expression], SlotTypes]:
     """The expressions and slot types (type -> (spoken, value) pairs) of a grammar's text."""
     return _Reader(text, source).parse()
+
+
+@dataclass(frozen=True)
+class _Macro:
+    """A macro: its choice of phrases and the slot names they fill."""
+
+    choice: Choice
+    slot_names: frozenset[str]
 
 
 class _Reader:
@@ -46,7 +71,7 @@ class _Reader:
                             "{intent: [expression, ...]}, slots: {type: [value, ...]})")
         unknown = [k for k, _ in context.value if k.value not in ("expressions", "slots", "macros")]
         if unknown:
-            raise self.fail(_line(unknown[0]), f"unknown section {unknown[0].value!r} under "
+            raise self.fail(_line(unknown[0]), f"unknown section {shown(unknown[0].value)} under "
                             "context (expected expressions, slots, macros)")
         slots = self._slots(_mapping_get(context, "slots"))
         macros = self._macros(_mapping_get(context, "macros"), slots)
@@ -55,8 +80,8 @@ class _Reader:
 
     def _compose(self) -> yaml.Node:
         try:
-            check_yaml(self.text, self.source)
-            root = yaml.compose(self.text, Loader=yaml.SafeLoader)
+            check_yaml(self.text, self.source, LOADER)
+            root = yaml.compose(self.text, Loader=LOADER)
         except UntrustedInputError as err:
             raise self.fail(err.line, err.problem) from None
         except yaml.YAMLError as err:  # what composing finds beyond the parse (tags)
@@ -72,19 +97,31 @@ class _Reader:
             for value in values:
                 said = normalize_text(value.value)
                 if not said:
-                    raise self.fail(_line(value), f"slot {name!r} has a value with no words: "
-                                    f"{value.value!r}")
+                    raise self.fail(_line(value), f"slot {shown(name)} has a value with no "
+                                    f"words: {shown(value.value)}")
+                if any(unicodedata.category(c) == "Cc" or c in "\u2028\u2029"
+                       for c in str(value.value)):
+                    raise self.fail(_line(value), f"slot {shown(name)} has a value with a "
+                                    f"control character or line break: {shown(value.value)}")
+                if len(said.split()) > MAX_SENTENCE_WORDS:
+                    raise self.fail(_line(value), f"slot {shown(name)} has a value of "
+                                    f"{len(said.split())} words; a sentence may have at most "
+                                    f"{MAX_SENTENCE_WORDS}")
                 if said in spoken:
-                    raise self.fail(_line(value), f"slot {name!r} lists {value.value!r} twice")
+                    raise self.fail(_line(value), f"slot {shown(name)} lists "
+                                    f"{shown(value.value)} twice")
                 spoken[said] = str(value.value)
             slots[name] = tuple(spoken.items())
         return slots
 
-    def _macros(self, node: yaml.Node | None, slots: dict) -> dict[str, Choice]:
-        macros: dict[str, Choice] = {}
+    def _macros(self, node: yaml.Node | None, slots: dict) -> dict[str, _Macro]:
+        """Each macro's choice of phrases, and the slot names its phrases fill (an expression
+        that uses the macro must not fill them again: a sentence reports each slot once)."""
+        macros: dict[str, _Macro] = {}
         for name, phrases in self._named_lists(node, "macros"):
-            options = tuple(_Expr(self, p.value, _line(p), slots, {}).sequence() for p in phrases)
-            macros[name] = Choice(options)
+            parsers = [_Expr(self, p.value, _line(p), slots, {}) for p in phrases]
+            options = tuple(parser.sequence() for parser in parsers)
+            macros[name] = _Macro(Choice(options), frozenset().union(*(p.names for p in parsers)))
         return macros
 
     def _expressions(self, node: yaml.Node | None, slots: dict, macros: dict) -> list[Expression]:
@@ -107,18 +144,24 @@ class _Reader:
         for key, items in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else ""
             if not re.fullmatch(r"[A-Za-z_][\w.]*", name):
-                raise self.fail(_line(key), f"bad name {name!r} in '{section}' (letters, digits, "
-                                "_ and . only)")
+                raise self.fail(_line(key), f"bad name {shown(name)} in '{section}' (letters, "
+                                "digits, _ and . only)")
             if name in seen:
-                raise self.fail(_line(key), f"{name!r} appears twice in '{section}'")
+                raise self.fail(_line(key), f"{shown(name)} appears twice in '{section}'")
             seen.add(name)
             if not isinstance(items, yaml.SequenceNode) or not items.value:
-                raise self.fail(_line(items), f"{section} {name!r} must be a non-empty list")
+                raise self.fail(_line(items), f"{section} {shown(name)} must be a non-empty list")
             for item in items.value:
                 if not isinstance(item, yaml.ScalarNode) or not str(item.value).strip():
-                    raise self.fail(_line(item), f"{section} {name!r}: each item must be a "
+                    raise self.fail(_line(item), f"{section} {shown(name)}: each item must be a "
                                     "non-empty string")
             yield name, items.value
+
+
+def shown(text: object, limit: int = 80) -> str:
+    """`text` quoted for an error line, cut short: an expression may be kilobytes long."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= limit else quoted[:limit - 4] + "...'"
 
 
 def _line(node: yaml.Node) -> int:
@@ -140,17 +183,18 @@ class _Expr:
         self.reader, self.text, self.line, self.slots, self.macros = reader, text, line, slots, macros
         self.tokens = self._tokens()
         self.at = 0
+        self.depth = 0  # brackets open
         self.names: set[str] = set()
 
     def fail(self, problem: str) -> GrammarError:
-        return self.reader.fail(self.line, f"{problem} in {self.text!r}")
+        return self.reader.fail(self.line, f"{problem} in {shown(self.text)}")
 
     def _tokens(self) -> list[tuple[str, str]]:
         tokens, position, text = [], 0, self.text.strip()
         while position < len(text):
             found = _TOKEN.match(text, position)
             if found is None or found.end() == position:
-                raise self.fail(f"unexpected {text[position:].split()[0]!r}")
+                raise self.fail(f"unexpected {shown(text[position:].split()[0])}")
             kind = found.lastgroup or "word"
             tokens.append((kind, found.group(kind)))
             position = found.end()
@@ -160,8 +204,8 @@ class _Expr:
         elements = self._sequence()
         if self.at < len(self.tokens):
             token = self.tokens[self.at][1]
-            raise self.fail(f"unmatched {token!r}" if token in "])" else
-                            f"{token!r} outside brackets")
+            raise self.fail(f"unmatched {shown(token)}" if token in "])" else
+                            f"{shown(token)} outside brackets")
         if not elements:
             raise self.fail("empty expression")
         return elements
@@ -171,8 +215,12 @@ class _Expr:
         while self.at < len(self.tokens):
             kind, value = self.tokens[self.at]
             if kind == "punct" and value in "[(":
+                if self.depth == MAX_NESTING:
+                    raise self.fail(f"brackets nested deeper than {MAX_NESTING} levels")
                 self.at += 1
+                self.depth += 1
                 elements.append(self._choice("]" if value == "[" else ")", value == "("))
+                self.depth -= 1
             elif kind == "punct":
                 break
             else:
@@ -194,24 +242,30 @@ class _Expr:
             if token == close:
                 return Choice(tuple(options), optional)
             if token != ",":
-                raise self.fail(f"{token!r} where {close!r} or ',' was expected")
+                raise self.fail(f"{shown(token)} where {shown(close)} or ',' was expected")
 
     def _atom(self, kind: str, value: str) -> list:
         if kind == "slot":
             slot_type, _, name = value[1:].partition(":")
             if not slot_type or not name:
-                raise self.fail(f"bad slot {value!r} (write $type:name)")
+                raise self.fail(f"bad slot {shown(value)} (write $type:name)")
             if slot_type not in self.slots and slot_type not in BUILTIN_SLOTS:
-                raise self.fail(f"unknown slot type {slot_type!r}")
+                raise self.fail(f"unknown slot type {shown(slot_type)}")
             if name in self.names:
-                raise self.fail(f"slot name {name!r} used twice")
+                raise self.fail(f"slot name {shown(name)} used twice")
             self.names.add(name)
             return [Slot(slot_type, name)]
         if kind == "macro":
-            if value[1:] not in self.macros:
-                raise self.fail(f"unknown macro {value!r}")
-            return [self.macros[value[1:]]]
+            macro = self.macros.get(value[1:])
+            if macro is None:
+                raise self.fail(f"unknown macro {shown(value)}")
+            again = sorted(macro.slot_names & self.names)
+            if again:
+                raise self.fail(f"slot name {shown(again[0])} used twice (once through "
+                                f"{shown(value)})")
+            self.names |= macro.slot_names
+            return [macro.choice]
         words = normalize_text(value).split()
         if not words:
-            raise self.fail(f"{value!r} is not a word")
+            raise self.fail(f"{shown(value)} is not a word")
         return [Word(word) for word in words]
