@@ -236,9 +236,10 @@ class Trainer(TrainingSetup):
         return self.cfg.scheduler.get("total_steps") or 0
 
     def _plan(self) -> Plan:
+        """What the run is asked to do, for its clock: epochs, steps, minutes."""
         trainer = self.cfg.trainer
         minutes = trainer.max_minutes
         return Plan(trainer.max_epochs, trainer.max_steps,
-                    math.ceil(len(self.train_loader) / trainer.accumulate_grad_batches),
+                    max(1, math.ceil(len(self.train_loader) / trainer.accumulate_grad_batches)),
                     len(self.dev_loader), 1 + bool(trainer.average_checkpoints),
                     None if minutes is None else 60 * minutes)
