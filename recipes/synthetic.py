@@ -12,7 +12,7 @@ what it heard. Hearing the same words from many other voices while it fine-tunes
 general: utterances of 1 to `max_words` words drawn from the vocabulary, each by a voice
 drawn as the synthetic voice-command corpus draws its training voices (espeak-ng, flite,
 festival; never its held-out dev/test voices), with its speed, pitch, warp, padding, noise
-and level (`recipes.voice_commands.synthesis`). On FSDD (each training speaker held out in
+and level (`recipes.common.synthesis`). On FSDD (each training speaker held out in
 turn) 1500 digit strings took the fine-tuned model from 34.5% to 28.0% mean WER on the
 held-out speaker (recipes/fsdd/README.md); on Speech Commands 1500 clips of its 35 words
 took dev from 12.5-12.6% to 11.35% (three seeds; recipes/speech_commands/README.md).
@@ -38,8 +38,8 @@ import numpy as np
 from asr.checkpoint import save_text
 from asr.grammar import Sentence
 from recipes.common.corpora import AUXILIARY, COMMANDS, DIGITS
-from recipes.voice_commands.synthesis import Job, synthesize_all
-from recipes.voice_commands.synthetic_voices import choose_voice, discover_voices, split_voices
+from recipes.common.synthesis import Job, synthesize_all
+from recipes.common.voices import choose_voice, discover_voices, split_voices
 
 VOCABULARIES = {"digits": DIGITS, "speech_commands": COMMANDS + AUXILIARY}
 MIN_SENTENCE_WORDS = 4

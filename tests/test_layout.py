@@ -133,3 +133,17 @@ def test_the_toolkit_has_no_import_circles():
 
 def test_an_import_circle_is_found():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_recipes_share_only_through_recipes_common():
+    found = []
+    for path in sorted((ROOT / "recipes").rglob("*.py")):
+        module, package = module_and_package(path)
+        own = ".".join(module.split(".")[:2])  # recipes.<name>, or recipes.common
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for name, statement in _imports(node, package):
+                allowed = (_within(name, "recipes.common") or _within(name, own)
+                           or not _within(name, "recipes"))
+                if not allowed:
+                    found.append(f"{module}:{node.lineno}: {statement}")
+    assert not found, "recipes importing another recipe:\n" + "\n".join(found)

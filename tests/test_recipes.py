@@ -19,9 +19,9 @@ from recipes import common, synthetic
 from recipes.cathy import lm_text
 from recipes.cathy import prepare as cathy
 from recipes.common import corpora
+from recipes.common.voices import HELD_OUT
 from recipes.fsdd import prepare as fsdd
 from recipes.speech_commands import prepare as speech_commands
-from recipes.voice_commands.synthetic_voices import HELD_OUT
 
 CATHY = SHARED / "cathy"
 

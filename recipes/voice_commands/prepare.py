@@ -27,8 +27,8 @@ OUT/.done. With real recordings (`real.py`) also OUT/test_real.jsonl (people say
 and OUT/test_other.jsonl (people saying other things), both of speakers never heard in
 training.
 
-The parts: `sentence_splits` (which sentences each split speaks), `synthetic_voices` (which
-voices), `synthesis` (speaking and augmenting one utterance) and `real` (recordings of people);
+The parts: `sentence_splits` (which sentences each split speaks), `recipes.common.voices` (which
+voices), `recipes.common.synthesis` (speaking and augmenting one utterance) and `real` (recordings of people);
 this module plans the corpus, runs the synthesis and writes the manifests.
 """
 
@@ -48,6 +48,22 @@ import soundfile as sf
 
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
+from recipes.common.synthesis import (
+    NOISE_COLORS,
+    WARP_RANGE,
+    Job,
+    colored_noise,
+    expected_seconds,
+    synthesize_all,
+)
+from recipes.common.voices import (
+    ENGINE_WEIGHTS,
+    FLITE_F0,
+    Voice,
+    choose_voice,
+    discover_voices,
+    split_voices,
+)
 from recipes.voice_commands.real import real_records
 from recipes.voice_commands.sentence_splits import (
     SPLITS,
@@ -56,22 +72,6 @@ from recipes.voice_commands.sentence_splits import (
     intent_pools,
     sentence_pool,
     split_sentences,
-)
-from recipes.voice_commands.synthesis import (
-    NOISE_COLORS,
-    WARP_RANGE,
-    Job,
-    colored_noise,
-    expected_seconds,
-    synthesize_all,
-)
-from recipes.voice_commands.synthetic_voices import (
-    ENGINE_WEIGHTS,
-    FLITE_F0,
-    Voice,
-    choose_voice,
-    discover_voices,
-    split_voices,
 )
 
 DEFAULT_GRAMMAR = Path(__file__).with_name("commands.yaml")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recipes.voice_commands.sentence_splits import SPLITS
+from recipes.common import SPLITS
 
 ESPEAK_ACCENTS = ("en-gb", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan",
                   "en-gb-x-gbcwmd", "en-029", "en-us-nyc")

@@ -19,8 +19,8 @@ import soundfile as sf
 
 from asr.grammar import Sentence
 from asr.progress import progress
-from recipes.voice_commands.sentence_splits import SPLITS
-from recipes.voice_commands.synthetic_voices import FLITE_F0, Voice
+from recipes.common import SPLITS
+from recipes.common.voices import FLITE_F0, Voice
 
 # Vocal-tract length warp: the speech is resampled as if recorded at rate * warp, scaling every
 # formant (and the pitch) by `warp`. A handful of flite voices become a continuum of speakers, so
