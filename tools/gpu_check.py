@@ -39,7 +39,6 @@ import logging
 import math
 import os
 import platform
-import random
 import signal
 import subprocess
 import sys
@@ -48,66 +47,14 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
+from gpu_data import CARRY_DATA, CLIPS, FULL, ROOT, SHARED, TOY, Clip, load_clips, write_manifest
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOLS = Path(__file__).resolve().parent
-SHARED = ROOT.parent / "shared" / "data"
-CARRY_DATA = ROOT / "gpu_carry" / "data"
-CLIPS = "clips.json"  # what tools/pack_gpu.py writes beside the clips it copied
-COMMAND_WORDS = "yes no up down left right on off stop go".split()
-DIGITS = "zero one two three four five six seven eight nine".split()
-SPEAKERS = ("jackson", "lucas", "nicolas", "yweweler")  # FSDD's
 PRECISIONS = ("fp32", "bf16", "fp16")
 log = logging.getLogger("gpu_check")
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """How much each step does: full on a GPU, toy on a CPU."""
-
-    words_train: int  # Speech Commands clips per command word to train on
-    words_test: int  # held-out clips per command word (dev set and decoding)
-    digit_takes: int  # FSDD takes per digit and speaker to train on
-    sentences: int  # cathy's read sentences (the benchmark's long utterances)
-    steps: int  # optimiser steps of each training run
-    resume_steps: int  # more steps after resuming
-    log_every: int
-    batch_size: int
-    ddp_steps: int
-    bench_batches: int
-    bench_batch_size: int  # utterances per benchmark batch at most
-    bench_seconds: float  # padded audio per benchmark batch at most
-    bench_rounds: int
-    peak_size: int  # matmul side for the peak
-    loss_ratio: float  # last curve point below this times the first
-
-
-FULL = Sizes(words_train=24, words_test=2, digit_takes=3, sentences=100, steps=300,
-             resume_steps=30, log_every=10, batch_size=16, ddp_steps=30, bench_batches=8,
-             bench_batch_size=512, bench_seconds=400.0, bench_rounds=5, peak_size=8192,
-             loss_ratio=0.8)
-TOY = Sizes(words_train=3, words_test=1, digit_takes=1, sentences=6, steps=8, resume_steps=2,
-            log_every=2, batch_size=8, ddp_steps=2, bench_batches=2, bench_batch_size=8,
-            bench_seconds=12.0, bench_rounds=1, peak_size=256, loss_ratio=1.0)
-
-
-# The toy benchmark's model: s2t_s's layout (conv2d front end, 12 + 6 layers) made narrow and
-# shallow, so that the CPU runs its steps in seconds.
-TOY_BENCH_MODEL = ["model.d_model=64", "model.d_ff=128", "model.n_encoder_layers=2",
-                   "model.n_decoder_layers=1", "model.conv_channels=16"]
-
-
-@dataclass(frozen=True)
-class Clip:
-    """One recording: its file, its words, and what it is for (train | test | sentence)."""
-
-    path: Path
-    text: str
-    split: str
 
 
 class CheckFailed(Exception):
@@ -117,67 +64,6 @@ class CheckFailed(Exception):
         super().__init__(reason)
         self.reason, self.details = reason, details or {}
 
-
-# --- the audio -------------------------------------------------------------------------------
-
-def shared_clips(root: Path, sizes: Sizes = FULL) -> list[Clip]:
-    """Real clips from the shared corpora: command words and digits to train on, other takes
-    of the words held out, and read sentences for the benchmark."""
-    if not (root / "fsdd" / "recordings").is_dir():
-        raise SystemExit(f"error: {root}: no audio (pass --data: a pack_gpu.py folder or "
-                         "../shared/data)")
-    clips = []
-    for word in COMMAND_WORDS:
-        files = sorted((root / "speech_commands" / word).glob("*.wav"))
-        cut = sizes.words_train
-        clips += [Clip(f, word, "train") for f in files[:cut]]
-        clips += [Clip(f, word, "test") for f in files[cut:cut + sizes.words_test]]
-    recordings = root / "fsdd" / "recordings"
-    for digit, word in enumerate(DIGITS):
-        clips += [Clip(recordings / f"{digit}_{speaker}_{take}.wav", word, "train")
-                  for take in range(sizes.digit_takes) for speaker in SPEAKERS]
-    sentences = sorted((root / "cathy" / "data").glob("*.flac"))[:sizes.sentences]
-    clips += [Clip(f, f.with_suffix(".txt").read_text(encoding="utf-8").strip(), "sentence")
-              for f in sentences]
-    return clips
-
-
-def load_clips(data: Path, sizes: Sizes) -> list[Clip]:
-    """The clips of a pack_gpu.py folder (the first ones of each word, as many as `sizes`
-    says), or else of the shared corpora."""
-    index = data / CLIPS
-    if not index.is_file():
-        return shared_clips(data, sizes)
-    clips, taken = [], {}
-    for entry in json.loads(index.read_text()):
-        split, text = entry["split"], entry["text"]
-        group = (split, text if split != "sentence" else "")
-        if taken.get(group, 0) < clip_limit(sizes, split, text):
-            clips.append(Clip(data / entry["file"], text, split))
-            taken[group] = taken.get(group, 0) + 1
-    return clips
-
-
-def clip_limit(sizes: Sizes, split: str, text: str) -> int:
-    """How many clips of `split` `sizes` takes of one word (of all sentences)."""
-    if split == "sentence":
-        return sizes.sentences
-    if split == "test":
-        return sizes.words_test
-    return sizes.words_train if text in COMMAND_WORDS else sizes.digit_takes * len(SPEAKERS)
-
-
-def write_manifest(path: Path, clips: list[Clip]) -> Path:
-    """A NeMo-style manifest of `clips` (absolute paths, durations read from the files)."""
-    import soundfile as sf
-
-    lines = []
-    for clip in clips:
-        info = sf.info(str(clip.path))
-        lines.append(json.dumps({"audio_filepath": str(clip.path.resolve()), "text": clip.text,
-                                 "duration": info.frames / info.samplerate}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 # --- the run: steps, results, budget ---------------------------------------------------------
@@ -562,182 +448,19 @@ def ddp_probe(result: Path, toy: bool) -> None:
 
 # --- step 5: the timed race against SpeechBrain, and MFU -----------------------------------------
 
-OURS, OURS_STACKED, SPEECHBRAIN = ("ours (s2t_s)", "ours (s2t_s sizes, stacking front end)",
-                                   "SpeechBrain TransformerASR")
-
-
 def bench_step(check: Check) -> dict:
-    """Ours (`model=s2t_s`) against SpeechBrain's TransformerASR, bf16, large batches."""
-    from asr.model import ModelDimensions
-    from asr.tokenizer import Tokenizer
-    from bench_common import alternate, median
-    from bench_training import default_config
+    """Ours (`model=s2t_s`) against SpeechBrain's TransformerASR, bf16, large batches
+    (tools/gpu_bench.py); SpeechBrain may be missing only from a toy run."""
+    from gpu_bench import SPEECHBRAIN, race
 
-    model_cfg, features, train_cfg = default_config(
-        ["model=s2t_s", *(TOY_BENCH_MODEL if check.toy else [])])
-    pool = check.split("train") + check.split("sentence")
-    tokenizer = Tokenizer.train([c.text for c in pool], train_cfg["tokenizer"]["vocab_size"])
-    batches, audio = bench_batches(check, pool, tokenizer, features.sample_rate)
-    dims = ModelDimensions(**{**model_cfg, "n_vocab": tokenizer.vocab_size})
-    contenders, notes = bench_contenders(check, dims, features, batches)
-    steppers = {name: DeviceStepper(m, batches, train_cfg, check.device)
-                for name, m in contenders.items()}
-    peak_call, peak_flops, peak_dtype = matmul_peak(check.device, check.sizes.peak_size)
-    flops = {name: round_flops(s) for name, s in steppers.items()}
-    times = alternate({**steppers, "matmul": peak_call}, check.sizes.bench_rounds)
-    peak = peak_flops / median(times["matmul"])
-    details = {"notes": notes, "batches": len(batches), "audio_s_per_round": round(audio, 1),
-               "utterances_per_batch": [len(b["lengths"]) for b in batches],
-               "precision": "bf16" if check.device.type == "cuda" else "fp32 (CPU)",
-               "peak": {"dtype": peak_dtype, "size": check.sizes.peak_size,
-                        "tflop_per_s": round(peak / 1e12, 3)},
-               "models": {name: bench_row(s, times[name], flops[name], audio, peak)
-                          for name, s in steppers.items()}}
+    details = race(check.device, check.sizes, check.split("train") + check.split("sentence"),
+                   check.toy)
     models = details["models"]
-    if SPEECHBRAIN in models:  # the same sizes, front end and batches: the Transformers race
-        details["ours_speedup_vs_speechbrain"] = round(
-            models[OURS_STACKED]["audio_s_per_s"] / models[SPEECHBRAIN]["audio_s_per_s"], 2)
+    if SPEECHBRAIN not in models and not check.toy:
+        raise CheckFailed(f"no SpeechBrain to race: {details['notes'][-1]}", details)
     if not all(math.isfinite(x) for m in models.values() for x in m["losses"]):
         raise CheckFailed("a benchmark loss is not finite", details)
     return details
-
-
-def bench_row(stepper: "DeviceStepper", seconds: list[float], flops: int, audio: float,
-              peak: float) -> dict:
-    """One contender's figures: median round time, throughput, FLOPs and MFU."""
-    from bench_common import median
-
-    t, n = median(seconds), len(stepper.batches)
-    return {"parameters": sum(p.numel() for p in stepper.model.parameters()),
-            "round_seconds": [round(x, 4) for x in seconds], "steps_per_s": round(n / t, 2),
-            "audio_s_per_s": round(audio / t, 1),
-            "tflop_per_step": round(flops / n / 1e12, 4),
-            "achieved_tflop_per_s": round(flops / t / 1e12, 3), "mfu": round(flops / t / peak, 4),
-            "losses": [round(x, 3) for x in stepper.losses]}
-
-
-def bench_batches(check: Check, pool: list[Clip], tokenizer, sample_rate: int
-                  ) -> tuple[list[dict], float]:
-    """Duration-bucketed batches of the pool (repeated to fill them), on the device, and the
-    seconds of audio in one round of them."""
-    import soundfile as sf
-    from torch.nn.utils.rnn import pad_sequence
-
-    from asr.audio import load_audio
-    from asr.data import DurationBatchSampler
-    from asr.tokenizer import PAD_ID
-
-    sizes = check.sizes
-    waves = [load_audio(c.path, sample_rate) for c in pool]
-    tokens = [torch.tensor(tokenizer.encode(c.text)) for c in pool]
-    durations = [sf.info(str(c.path)).duration for c in pool]
-    repeats = max(1, math.ceil(sizes.bench_batches * sizes.bench_seconds / sum(durations)))
-    sampler = DurationBatchSampler(durations * repeats, sizes.bench_batch_size,
-                                   sizes.bench_seconds, shuffle=True, seed=0)
-    chosen = sorted(sampler, key=len, reverse=True)[:sizes.bench_batches]  # the full ones
-    random.Random(0).shuffle(chosen)
-    batches = []
-    for batch in chosen:
-        items = [i % len(pool) for i in batch]
-        batches.append({
-            "wave": pad_sequence([waves[i] for i in items], batch_first=True),
-            "lengths": torch.tensor([len(waves[i]) for i in items]),
-            "tokens": pad_sequence([tokens[i] for i in items], batch_first=True,
-                                   padding_value=PAD_ID)})
-    audio = sum(b["lengths"].sum().item() for b in batches) / sample_rate
-    return [{k: v.to(check.device) for k, v in b.items()} for b in batches], audio
-
-
-def bench_contenders(check: Check, dims, features, batches: list[dict]
-                     ) -> tuple[dict[str, torch.nn.Module], list[str]]:
-    """Ours as configured; ours and SpeechBrain's (when importable) with the same frame
-    stacking front end, so that only the Transformer differs; CMVN from the first batch."""
-    from dataclasses import replace
-
-    from asr.model import SpeechTransformer
-    from bench_training import PeerModel
-
-    stacked = replace(dims, subsampling="stack")
-    builders = {OURS: lambda: SpeechTransformer(dims, features),
-                OURS_STACKED: lambda: SpeechTransformer(stacked, features)}
-    notes = [f"{OURS}: {dims.subsampling} subsampling as configured; {OURS_STACKED} and "
-             f"{SPEECHBRAIN}: frames stacked by {dims.stack} and projected (equal sizes)"]
-    try:
-        import speechbrain.lobes.models.transformer.TransformerASR  # noqa: F401
-        builders[SPEECHBRAIN] = lambda: PeerModel(stacked, features, "speechbrain")
-    except ImportError as err:
-        if not check.toy:
-            raise CheckFailed(f"speechbrain is not importable: {err}") from None
-        notes.append(f"SpeechBrain skipped: not importable ({err})")
-    first = batches[0]
-    models = {}
-    for name, build in builders.items():
-        torch.manual_seed(0)
-        model = build()
-        model.frontend.set_cmvn([(first["wave"].cpu(), first["lengths"].cpu())])
-        models[name] = model.to(check.device).train()
-    return models, notes
-
-
-class DeviceStepper:
-    """forward (bf16 autocast on CUDA) + backward + clip + Adam over the batches, synchronised
-    at the end of each round so wall-clock time is the device's."""
-
-    def __init__(self, model: torch.nn.Module, batches: list[dict], train_cfg: dict,
-                 device: torch.device) -> None:
-        from asr.training.step import clip_gradients
-
-        self.model, self.batches, self.device = model, batches, device
-        optim = {k: v for k, v in train_cfg["optim"].items() if k not in ("_target_", "fused")}
-        self.optimizer = torch.optim.Adam(model.parameters(), fused=True, **optim)
-        self.clip, self.grad_clip = clip_gradients, train_cfg["trainer"]["grad_clip"]
-        self.losses: list[float] = []
-
-    def forward_backward(self, batch: dict) -> torch.Tensor:
-        from asr.training.options import autocast
-
-        with autocast(self.device, "bf16"):
-            loss = self.model(batch["wave"], batch["lengths"], batch["tokens"])["loss"]
-        loss.backward()
-        return loss
-
-    def __call__(self) -> None:
-        total = 0.0
-        for batch in self.batches:
-            self.optimizer.zero_grad(set_to_none=True)
-            total = total + self.forward_backward(batch).detach()
-            self.clip(self.model.parameters(), self.grad_clip)
-            self.optimizer.step()
-        self.losses.append(float(total) / len(self.batches))  # synchronises the device
-
-
-def round_flops(stepper: DeviceStepper) -> int:
-    """Forward + backward FLOPs of one round (matmuls and attention, as counted by torch)."""
-    from bench_efficiency import CPU_SDPA
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as counter:
-        for batch in stepper.batches:
-            stepper.forward_backward(batch)
-    stepper.model.zero_grad(set_to_none=True)
-    return counter.get_total_flops()
-
-
-def matmul_peak(device: torch.device, size: int) -> tuple[Callable[[], None], float, str]:
-    """Ten dense matmuls of two size x size matrices (bf16 on CUDA, fp32 on the CPU), their
-    FLOPs and dtype: the peak that MFU divides by."""
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    out = torch.empty(size, size, device=device, dtype=dtype)
-
-    def call() -> None:
-        for _ in range(10):
-            torch.mm(a, b, out=out)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    return call, 10 * 2.0 * size**3, str(dtype).removeprefix("torch.")
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -788,8 +511,6 @@ def start_log(out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if str(TOOLS) not in sys.path:  # the benchmark helpers beside this file
-        sys.path.insert(0, str(TOOLS))
     args = parse_args(argv)
     if args.ddp_probe is not None:
         ddp_probe(args.ddp_probe, args.toy)

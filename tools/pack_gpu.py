@@ -11,7 +11,7 @@ The folder written here (git-ignored) holds:
   comparison import (`CARRIED`), pinned to the versions installed in this environment (the
   tested ones), for CPython 3.10 to 3.13 on x86_64 Linux, since the GPU machine's Python version
   is not known beforehand (gpu_check's `environment` step records it);
-- data/: the clips gpu_check trains, decodes and times on (tools/gpu_check.py `shared_clips`),
+- data/: the clips gpu_check trains, decodes and times on (tools/gpu_data.py `shared_clips`),
   from ../shared/data, as FLAC, listed with their text in data/clips.json.
 
 It prints the folder's size and the one command to run there: the wheels installed into a
@@ -62,11 +62,9 @@ def pins(names: list[str]) -> list[str]:
 
 
 def pip(*args: str) -> bool:
+    """Whether `pip ARGS` succeeded (its output is not shown: the caller says what failed)."""
     run = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
                          capture_output=True, text=True)
-    if run.returncode:
-        print(run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "pip failed",
-              file=sys.stderr)
     return run.returncode == 0
 
 
@@ -88,11 +86,15 @@ def pack_wheels(dest: Path) -> list[str]:
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     for requirement in requirements:
         got = [download(requirement, dest, python) for python in PYTHONS]
-        if not got[PYTHONS.index(here)] and not pip("wheel", "--no-deps", "-w", str(dest),
-                                                    requirement):
-            raise SystemExit(f"error: no wheel of {requirement} for this Python")
+        if not any(got):
+            if not pip("wheel", "--no-deps", "-w", str(dest), requirement):
+                raise SystemExit(f"error: no wheel of {requirement}, and none could be built")
+            print(f"pack_gpu: {requirement}: built its wheel here (the index has none)")
+            continue
+        if not got[PYTHONS.index(here)]:
+            raise SystemExit(f"error: no wheel of {requirement} for this Python ({here})")
         missing = [p for p, ok in zip(PYTHONS, got, strict=True) if not ok]
-        if missing and any(ok for ok in got):
+        if missing:
             print(f"pack_gpu: {requirement}: no wheel for Python {', '.join(missing)}",
                   file=sys.stderr)
     return requirements
@@ -103,7 +105,7 @@ def pack_data(dest: Path, shared: Path) -> int:
     import soundfile as sf
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from gpu_check import CLIPS, shared_clips
+    from gpu_data import CLIPS, shared_clips
 
     entries = []
     for i, clip in enumerate(shared_clips(shared)):
