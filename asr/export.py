@@ -8,6 +8,13 @@ with the same searches. `--quantize int8` also quantises the weights of every ma
 to int8 (onnxruntime's dynamic quantisation: activations quantised on the fly) into
 DIR/onnx_int8.
 
+OUT must be new, empty, or hold an earlier export of the same model (the same tokenizer and
+network sizes): a folder that holds anything else, another trained model included, is refused
+before anything is written. The export is written into a hidden folder beside OUT and checked
+against the torch model there; only then does it replace OUT, so a failed export leaves the
+old one whole. Both graphs carry an export id and the tokenizer's hash in their metadata, which
+`asr.onnx_check` matches when they are loaded.
+
 The feature front end is inside encoder.onnx: with it the graphs need nothing but audio, so
 they run wherever onnxruntime does. Its FFT becomes a strided convolution (complex numbers do
 not exist in ONNX), which onnxruntime runs as fast as torch's FFT. The exporter is torch's
@@ -16,9 +23,16 @@ symbolic frame arithmetic, and tracing keeps every shape symbolic in the graphs.
 """
 
 import io
+import logging
+import os
+import re
+import shutil
 import sys
 import tempfile
+import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -27,12 +41,16 @@ from torch import Tensor, nn
 from asr.attention import DecoderCache, KVCache
 from asr.checkpoint import (
     CONFIG,
+    MAX_TOKENIZER_BYTES,
     TOKENIZER,
     ModelDirError,
     atomic_write,
+    load_config,
     load_model_dir,
+    make_temp_dir,
+    section,
 )
-from asr.cli import ArgumentParser, print_error
+from asr.cli import ArgumentParser, print_error, quiet_pipe
 from asr.model import SpeechTransformer, TextDecoder
 from asr.onnx_backend import (
     DECODER,
@@ -44,9 +62,13 @@ from asr.onnx_backend import (
     OnnxNetwork,
     cross_kv_layout,
 )
+from asr.onnx_check import EXPORT_ID, TOKENIZER_SHA256, tokenizer_digest
+from asr.untrusted import UntrustedInputError, read_file
 
 OPSET = 17
 QUANTIZED = ("MatMul", "Gemm")
+EXPORT_FILES = (ENCODER, DECODER, CONFIG, TOKENIZER)
+_TEMP = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")  # atomic_write's and make_temp_dir's names
 
 
 class EncoderGraph(nn.Module):
@@ -99,11 +121,20 @@ class DecoderStep(nn.Module):
 
 
 def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
-    """Write the two graphs, the config and the tokenizer into `out`; returns the largest
-    difference between the graphs (in onnxruntime) and the torch model on a check input of
-    other shapes than the traced ones."""
+    """Write the two graphs, the config and the tokenizer into `out` (which `check_out`
+    must accept); returns the largest difference between the graphs (in onnxruntime) and the
+    torch model on a check input of other shapes than the traced ones."""
     model, _, _ = load_model_dir(model_dir)
     model_dir, out = Path(model_dir), Path(out)
+    check_out(out, model_dir)
+    with staged(out) as folder:
+        _export_graphs(model, folder, {EXPORT_ID: uuid.uuid4().hex,
+                                       TOKENIZER_SHA256: tokenizer_digest(model_dir / TOKENIZER)})
+        copy_settings(model_dir, folder)
+        return check(model, folder)
+
+
+def _export_graphs(model: SpeechTransformer, out: Path, metadata: dict[str, str]) -> None:
     torch.manual_seed(0)
     rate = model.frontend.cfg.sample_rate
     wave = 0.1 * torch.randn(2, rate)
@@ -112,7 +143,8 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
     names = ENCODER_OUTPUTS if model.ctc is not None else ENCODER_OUTPUTS[:2]
     _export(encoder, (wave, lengths), out / ENCODER, ENCODER_INPUTS, names, {
         "wave": {0: "batch", 1: "samples"}, "lengths": {0: "batch"},
-        "cross_kv": {0: "batch", 1: "frames"}, "ctc_logits": {0: "batch", 1: "frames"}})
+        "cross_kv": {0: "batch", 1: "frames"}, "ctc_logits": {0: "batch", 1: "frames"}},
+            metadata)
     # Traced with two hypotheses per utterance and two new tokens: the paths that serve any
     # number of each (one token, greedy search) are then the ones recorded.
     with torch.no_grad():
@@ -126,9 +158,57 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
                 "tokens": {0: "hyps", 1: "new"}, "cross_kv": {1: "batch", 3: "frames"},
                 "memory_lengths": {0: "batch"}, "past_kv": {1: "previous", 3: "past"},
                 "rows": {0: "hyps"}, "logits": {0: "hyps", 1: "new"},
-                "present_kv": {1: "hyps", 3: "length"}})
-    copy_settings(model_dir, out)
-    return check(model, out)
+                "present_kv": {1: "hyps", 3: "length"}}, metadata)
+
+
+def check_out(out: Path, source: Path) -> None:
+    """A ModelDirError unless `out` is new, empty, or holds nothing but an export of the model
+    in `source` (a model or export directory: the same tokenizer and network sizes)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ModelDirError(f"{out}: not a folder; refused")
+    names = {p.name for p in out.iterdir() if not _TEMP.fullmatch(p.name)}
+    others = sorted(names - set(EXPORT_FILES))
+    if others:
+        more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+        raise ModelDirError(f"{out}: holds {others[0]}{more}, which no export writes; refused "
+                            "(pick a new or empty --out)")
+    if names and not _same_model(out, source):
+        raise ModelDirError(f"{out}: holds the export of another model; refused (delete it or "
+                            "pick another --out)")
+
+
+def _same_model(export: Path, source: Path) -> bool:
+    """Whether the export in `export` has the tokenizer and network sizes of `source`'s."""
+    try:
+        tokenizers = [read_file(d / TOKENIZER, MAX_TOKENIZER_BYTES, "the tokenizer")
+                      for d in (export, source)]
+        sizes = [section(load_config(d / CONFIG), "model") for d in (export, source)]
+    except (ModelDirError, UntrustedInputError):
+        return False
+    return tokenizers[0] == tokenizers[1] and sizes[0] == sizes[1]
+
+
+@contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A new hidden folder beside `out` to write the export into; when the block ends well it
+    replaces `out` (an old export is moved aside, then deleted), else it is deleted and `out`
+    is left as it was."""
+    out = out.resolve()  # a link to a folder: the export goes where it points
+    out.parent.mkdir(parents=True, exist_ok=True)
+    folder = make_temp_dir(out)
+    try:
+        yield folder
+        if out.exists():
+            old = make_temp_dir(out)
+            os.replace(out, old)
+            os.replace(folder, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(folder, out)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def copy_settings(source: Path, out: Path) -> None:
@@ -139,14 +219,26 @@ def copy_settings(source: Path, out: Path) -> None:
 
 
 def _export(module: nn.Module, args: tuple, path: Path, inputs: tuple, outputs: tuple,
-            axes: dict) -> None:
+            axes: dict, metadata: dict[str, str]) -> None:
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer notes on shape arithmetic, deprecation of the exporter
         torch.onnx.export(module, args, buffer, dynamo=False, opset_version=OPSET,
                           input_names=list(inputs), output_names=list(outputs),
                           dynamic_axes={k: v for k, v in axes.items() if k in inputs + outputs})
-    atomic_write(path, lambda f: f.write(buffer.getvalue()))
+    atomic_write(path, lambda f: f.write(_with_metadata(buffer.getvalue(), metadata)))
+
+
+def _with_metadata(graph: bytes, metadata: dict[str, str]) -> bytes:
+    """A serialised graph with `metadata` among its properties (replacing its own values)."""
+    import onnx
+
+    model = onnx.load_model_from_string(graph)
+    kept = [(p.key, p.value) for p in model.metadata_props if p.key not in metadata]
+    del model.metadata_props[:]
+    for key, value in kept + list(metadata.items()):
+        model.metadata_props.add(key=key, value=value)
+    return model.SerializeToString()
 
 
 @torch.no_grad()
@@ -183,7 +275,8 @@ def check(model: SpeechTransformer, out: Path) -> dict[str, float]:
 
 def quantize_int8(source: Path, out: Path) -> None:
     """Dynamic int8 quantisation (per output channel) of both graphs' products with a weight
-    matrix; the config and tokenizer copied alongside.
+    matrix, into `out` (which `check_out` must accept); the config, tokenizer and export
+    metadata carried along.
 
     Left in float: the front end (its mel product spans twelve orders of magnitude of power,
     which 256 levels of a dynamically quantised activation flatten) and the products of two
@@ -191,20 +284,42 @@ def quantize_int8(source: Path, out: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    for name in (ENCODER, DECODER):
-        graph = onnx.load(source / name).graph
-        weights = {w.name for w in graph.initializer}
-        chosen = [node.name for node in graph.node if node.op_type in QUANTIZED
-                  and not node.name.startswith("/frontend/") and node.input[1] in weights]
-        with tempfile.TemporaryDirectory() as tmp:
-            target = Path(tmp) / name
-            quantize_dynamic(source / name, target, weight_type=QuantType.QInt8,
-                             per_channel=True, nodes_to_quantize=chosen)
-            data = target.read_bytes()
-        atomic_write(out / name, lambda f, data=data: f.write(data))
-    copy_settings(source, out)
+    check_out(out, source)
+    with staged(out) as folder, _without_preprocessing_advice():
+        for name in (ENCODER, DECODER):
+            model = onnx.load(source / name)
+            weights = {w.name for w in model.graph.initializer}
+            chosen = [node.name for node in model.graph.node if node.op_type in QUANTIZED
+                      and not node.name.startswith("/frontend/") and node.input[1] in weights]
+            with tempfile.TemporaryDirectory() as tmp:
+                target = Path(tmp) / name
+                quantize_dynamic(source / name, target, weight_type=QuantType.QInt8,
+                                 per_channel=True, nodes_to_quantize=chosen)
+                data = _with_metadata(target.read_bytes(), {p.key: p.value
+                                                            for p in model.metadata_props})
+            atomic_write(folder / name, lambda f, data=data: f.write(data))
+        copy_settings(source, folder)
 
 
+class _PreprocessingAdvice(logging.Filter):
+    """onnxruntime's advice, logged once per graph, to run its shape pre-processing first: it
+    helps quantisers that pick nodes by inferred shapes, and this one names its nodes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+@contextmanager
+def _without_preprocessing_advice() -> Iterator[None]:
+    advice, root = _PreprocessingAdvice(), logging.getLogger()
+    root.addFilter(advice)
+    try:
+        yield
+    finally:
+        root.removeFilter(advice)
+
+
+@quiet_pipe
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m asr.export", description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory written by training")
@@ -215,14 +330,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or Path(args.model) / "onnx"
     try:
+        quantized = out.resolve().with_name(f"{out.resolve().name}_{args.quantize}") \
+            if args.quantize else None
+        if quantized:  # refused before anything is written
+            check_out(quantized, Path(args.model))
         differences = export_onnx(args.model, out)
         print(f"{out}: {ENCODER}, {DECODER}; largest |onnx - torch| on a check input: "
               + ", ".join(f"{name} {value:.1e}" for name, value in differences.items()))
-        if args.quantize:
-            quantized = out.with_name(f"{out.name}_{args.quantize}")
+        if quantized:
             quantize_int8(out, quantized)
             print(f"{quantized}: {ENCODER}, {DECODER} with int8 weights")
-    except (ModelDirError, OSError) as err:
+    except (ValueError, OSError) as err:  # ModelDirError among the ValueErrors
         print_error(err)
         return 1
     return 0

@@ -32,7 +32,9 @@ from asr.checkpoint import CONFIG, TOKENIZER, ModelDirError, load_config, load_t
 from asr.features import FeatureConfig
 from asr.model import CONV2D_MIN_FRAMES, ModelDimensions, frame_seconds
 from asr.network import Inference, Network
-from asr.tokenizer import Tokenizer
+from asr.onnx_check import FLOAT, INT64, Spec, check_graph, check_same_export, read_graph
+from asr.tokenizer import BOS_ID, Tokenizer
+from asr.untrusted import first_line
 
 ENCODER, DECODER = "encoder.onnx", "decoder.onnx"
 ENCODER_INPUTS = ("wave", "lengths")
@@ -41,6 +43,23 @@ DECODER_INPUTS = ("tokens", "cross_kv", "memory_lengths", "past_kv", "rows")
 DECODER_OUTPUTS = ("logits", "present_kv")
 
 
+def encoder_layout(dims: ModelDimensions) -> tuple[list[Spec], list[Spec]]:
+    """encoder.onnx's inputs and outputs: names, element types and sizes (None: varies)."""
+    outputs = [("cross_kv", FLOAT, (None, None, 2 * dims.n_decoder_layers * dims.d_model)),
+               ("frames", INT64, (None,))]
+    if dims.ctc_weight > 0:
+        outputs.append(("ctc_logits", FLOAT, (None, None, dims.n_vocab)))
+    return [("wave", FLOAT, (None, None)), ("lengths", INT64, (None,))], outputs
+
+
+def decoder_layout(dims: ModelDimensions) -> tuple[list[Spec], list[Spec]]:
+    """decoder.onnx's inputs and outputs, as `encoder_layout`."""
+    cache = (2 * dims.n_decoder_layers, None, dims.n_head, None, dims.d_model // dims.n_head)
+    return ([("tokens", INT64, (None, None)), ("cross_kv", FLOAT, cache),
+             ("memory_lengths", INT64, (None,)), ("past_kv", FLOAT, cache),
+             ("rows", INT64, (None,))],
+            [("logits", FLOAT, (None, None, dims.n_vocab)), ("present_kv", FLOAT, cache)])
+
 
 def cross_kv_layout(kv: Tensor, dims: ModelDimensions) -> Tensor:
     """The encoder graph's cross_kv (batch, frames, keys and values of every layer and head)
@@ -48,12 +67,16 @@ def cross_kv_layout(kv: Tensor, dims: ModelDimensions) -> Tensor:
     return kv.unflatten(-1, (2 * dims.n_decoder_layers, dims.n_head, -1)).permute(
         2, 0, 3, 1, 4).contiguous()
 
+
 class OnnxNetwork(Network):
     """encoder.onnx and decoder.onnx in onnxruntime sessions, on the CPU.
 
     `memory` (what the search carries per frame) is the encoder graph's cross-attention keys
     and values followed by its CTC logits. `threads`: onnxruntime's intra-op threads (default:
-    torch's, so that `torch.set_num_threads` governs both backends alike).
+    torch's, so that `torch.set_num_threads` governs both backends alike). The graphs are
+    checked before a session is made of them (`asr.onnx_check`: operators, inputs and outputs
+    against the config, one export with the tokenizer beside them), then run once on a short
+    silence, whose results must have the sizes the config makes.
     """
 
     def __init__(self, directory: str | Path, dims: ModelDimensions, features: FeatureConfig,
@@ -64,28 +87,33 @@ class OnnxNetwork(Network):
             raise ModelDirError("backend onnx needs onnxruntime: "
                                 "pip install 'speech-transformer-asr[onnx]'") from None
         directory = Path(directory)
+        self.dims, self.features = dims, features
+        self.has_ctc = dims.ctc_weight > 0
+        encoder, encoder_bytes = read_graph(directory / ENCODER, "the encoder graph")
+        decoder, decoder_bytes = read_graph(directory / DECODER, "the decoder graph")
+        check_graph(encoder, directory / ENCODER, *encoder_layout(dims))
+        check_graph(decoder, directory / DECODER, *decoder_layout(dims))
+        check_same_export(encoder, decoder, directory / TOKENIZER, directory)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # warnings about unused initialisers are not the user's
+        options.log_severity_level = 4  # its errors come back as exceptions, on one line here
 
-        def session(name: str):
+        def session(name: str, data: bytes):
             try:
-                return onnxruntime.InferenceSession(str(directory / name), options,
+                return onnxruntime.InferenceSession(data, options,
                                                     providers=["CPUExecutionProvider"])
             except Exception as err:  # onnxruntime raises its own classes for bad files
-                raise ModelDirError(f"{directory / name}: cannot load "
-                                    f"({str(err).strip().splitlines()[0]})") from None
+                raise ModelDirError(f"{directory / name}: cannot load ({first_line(err)})") from None
 
-        self.encoder, self.decoder = session(ENCODER), session(DECODER)
-        self.dims, self.features = dims, features
+        self.encoder, self.decoder = session(ENCODER, encoder_bytes), session(DECODER, decoder_bytes)
         self.sample_rate = features.sample_rate
         self.frame_seconds = frame_seconds(dims, features)
         self.device = torch.device("cpu")
-        self.has_ctc = "ctc_logits" in {o.name for o in self.encoder.get_outputs()}
         self.kv_width = 2 * dims.n_decoder_layers * dims.d_model
         self.min_samples = features.n_fft + (CONV2D_MIN_FRAMES - 1) * features.hop_length \
             if dims.subsampling == "conv2d" else features.n_fft
+        self._probe(directory)
 
     @classmethod
     def load(cls, directory: str | Path, threads: int | None = None,
@@ -98,13 +126,37 @@ class OnnxNetwork(Network):
         if not (directory / ENCODER).is_file() and (directory / "onnx" / ENCODER).is_file():
             directory = directory / "onnx"
         for name in (ENCODER, DECODER, CONFIG, TOKENIZER):
-            if not (directory / name).is_file():
+            if not (directory / name).exists():
                 raise ModelDirError(f"{directory}: missing {name} (export the model first: "
                                     "python -m asr.export --model DIR --format onnx)")
         config = load_config(directory / CONFIG)
         dims, features = model_settings(config, directory / CONFIG)
         tokenizer = load_tokenizer(directory / TOKENIZER, dims.n_vocab)
         return cls(directory, dims, features, threads), tokenizer, config
+
+    def _probe(self, directory: Path) -> None:
+        """Run both graphs on a quarter second of silence; a ModelDirError unless they run
+        and return finite values of the sizes the config makes."""
+        dims, samples = self.dims, max(self.min_samples, self.sample_rate // 4)
+        try:
+            memory, frames = self.encode(torch.zeros(1, samples), torch.tensor([samples]))
+            width = self.kv_width + dims.n_vocab * self.has_ctc
+            if frames.shape != (1,) or memory.ndim != 3 or memory.shape[::2] != (1, width) \
+                    or not 0 < int(frames[0]) <= memory.shape[1]:
+                raise ValueError(f"the encoder returns {tuple(memory.shape)} for {samples} "
+                                 f"samples, {width} wide (keys, values and CTC) expected")
+            logits, present = self.step(torch.full((1, 1), BOS_ID), self.cross_kv(memory), frames,
+                                        self.empty_cache(1), torch.arange(1))
+            grown = (2 * dims.n_decoder_layers, 1, dims.n_head, 1, dims.d_model // dims.n_head)
+            if logits.shape != (1, 1, dims.n_vocab) or present.shape != grown:
+                raise ValueError(f"the decoder returns {tuple(logits.shape)} and "
+                                 f"{tuple(present.shape)}, the config makes "
+                                 f"{(1, 1, dims.n_vocab)} and {grown}")
+            if not (torch.isfinite(memory).all() and torch.isfinite(logits).all()):
+                raise ValueError("the graphs return NaN or infinite values")
+        except Exception as err:  # onnxruntime's own errors, and the sizes above
+            raise ModelDirError(f"{directory}: the graphs do not run as this model's "
+                                f"({first_line(err)}); refused") from None
 
     def encode(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         if wave.shape[1] < self.min_samples:  # what the torch model pads to inside

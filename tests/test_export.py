@@ -9,21 +9,28 @@ positions, local attention, convolution subsampling, MFCC, no CTC head) export w
 equal to the torch model to 1e-4 on shapes other than the traced ones.
 """
 
+import contextlib
+import io
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import soundfile as sf
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
+from onnx import TensorProto, helper
 
+from asr import transcribe
 from asr.checkpoint import ModelDirError, build_model, save_model_dir
 from asr.config import register_configs
 from asr.export import export_onnx
+from asr.export import main as export_main
 from asr.tokenizer import Tokenizer
 from asr.transcriber import Transcriber
 from conftest import COMMANDS, FSDD, ROOT, noise_clips
@@ -43,6 +50,7 @@ def exported(overfit_model, tmp_path_factory) -> Path:
                           "--format", "onnx", "--quantize", "int8", "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
+    assert run.stderr == ""  # onnxruntime's advice to pre-process is not the user's
     lines = run.stdout.splitlines()
     assert lines[0].startswith(f"{out}: encoder.onnx, decoder.onnx; largest |onnx - torch| ")
     assert lines[1] == f"{out}_int8: encoder.onnx, decoder.onnx with int8 weights"
@@ -110,13 +118,13 @@ def test_int8_export_still_knows_what_it_learnt(overfit_model, exported):
     assert texts == [text for _, text in entries]
 
 
-def random_model(directory: Path, *overrides: str) -> Path:
+def random_model(directory: Path, *overrides: str, vocab: int = 40) -> Path:
     """An untrained model directory of the given architecture (conf/model/tiny.yaml based)."""
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=["model=tiny", *overrides])
     tokenizer = Tokenizer.train(["turn on the kitchen lights", "what time is it please"] * 20,
-                                40, "bpe")
+                                vocab, "bpe")
     with open_dict(cfg):
         cfg.model.n_vocab = tokenizer.vocab_size
         cfg.model.n_input = cfg.features.n_mels if cfg.features.kind == "fbank" \
@@ -150,3 +158,161 @@ def test_export_errors_are_one_line(overfit_model, tmp_path):
         Transcriber.from_pretrained(tmp_path, backend="onnx")
     with pytest.raises(ValueError, match="backend must be torch or onnx, got 'tensorrt'"):
         Transcriber.from_pretrained(model_dir, backend="tensorrt")
+
+
+@pytest.fixture(scope="module")
+def two_exports(tmp_path_factory) -> dict[str, Path]:
+    """Untrained models and their exports: `ours`, `again` (ours exported a second time) and
+    `other`, a model of another vocabulary."""
+    tmp = tmp_path_factory.mktemp("two")
+    ours, other = random_model(tmp / "ours"), random_model(tmp / "other", vocab=30)
+    export_onnx(ours, tmp / "ours_onnx")
+    export_onnx(ours, tmp / "again_onnx")
+    export_onnx(other, tmp / "other_onnx")
+    return {"model": ours, "other_model": other, "ours": tmp / "ours_onnx",
+            "again": tmp / "again_onnx", "other": tmp / "other_onnx"}
+
+
+def _swap(folder: Path) -> None:
+    (folder / "encoder.onnx").rename(folder / "x")
+    (folder / "decoder.onnx").rename(folder / "encoder.onnx")
+    (folder / "x").rename(folder / "decoder.onnx")
+
+
+def _edit(folder: Path, name: str, change) -> None:
+    model = onnx.load(folder / name)
+    change(model)
+    (folder / name).write_bytes(model.SerializeToString())  # as it is: onnx.save checks it
+
+
+def _constant(name: str, kind: int, dims: list[int], values: list) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name],
+                            value=helper.make_tensor(name, kind, dims, values))
+
+
+def _bomb(model: onnx.ModelProto) -> None:
+    """A ConstantOfShape of 2^20 x 2^20 floats (4 TB), its shape a product of constants."""
+    model.graph.node.extend([_constant("side", TensorProto.INT64, [1], [1 << 10]),
+                             helper.make_node("Mul", ["side", "side"], ["edge"]),
+                             helper.make_node("Concat", ["edge", "edge"], ["shape"], axis=0),
+                             helper.make_node("ConstantOfShape", ["shape"], ["bomb"])])
+
+
+def _loop(model: onnx.ModelProto) -> None:
+    """A Loop of 2^62 iterations that does nothing."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, [])])
+    model.graph.node.extend([_constant("trips", TensorProto.INT64, [], [1 << 62]),
+                             _constant("go", TensorProto.BOOL, [], [True]),
+                             helper.make_node("Loop", ["trips", "go"], ["spin"], body=body)])
+
+
+def _outside_weights(model: onnx.ModelProto) -> None:
+    weight = model.graph.initializer[0]
+    weight.data_location = TensorProto.EXTERNAL
+    weight.external_data.add(key="location", value="/etc/passwd")
+
+
+def _no_metadata(folder: Path) -> None:
+    for name in ("encoder.onnx", "decoder.onnx"):
+        _edit(folder, name, lambda model: model.metadata_props.__delitem__(slice(None)))
+
+
+SPOILED = {
+    "a decoder of another vocabulary": (
+        lambda f, e: shutil.copy(e["other"] / "decoder.onnx", f),
+        "decoder.onnx: logits is 30 wide on axis 2, the config makes 40 (a graph of another "
+        "model?); refused"),
+    "an encoder of another vocabulary": (
+        lambda f, e: shutil.copy(e["other"] / "encoder.onnx", f),
+        "encoder.onnx: ctc_logits is 30 wide on axis 2, the config makes 40 (a graph of another "
+        "model?); refused"),
+    "the graphs swapped": (
+        lambda f, e: _swap(f),
+        "encoder.onnx: its inputs are tokens, cross_kv, memory_lengths, past_kv, rows, not wave, "
+        "lengths (not this graph of an export?); refused"),
+    "a ConstantOfShape bomb": (
+        lambda f, e: _edit(f, "encoder.onnx", _bomb),
+        "encoder.onnx: node bomb (ConstantOfShape) builds a constant shape of 1.1e+12 elements "
+        "(over 16777216); refused"),
+    "a Loop of 2^62 iterations": (
+        lambda f, e: _edit(f, "decoder.onnx", _loop),
+        "decoder.onnx: node spin (Loop): an operator no export emits; refused"),
+    "weights in a file outside": (
+        lambda f, e: _edit(f, "encoder.onnx", _outside_weights),
+        "encoder.onnx: keeps weights in files outside it, which no export does; refused"),
+    "graphs of two exports": (
+        lambda f, e: shutil.copy(e["again"] / "decoder.onnx", f),
+        ": encoder.onnx and decoder.onnx come from different exports; export the model again"),
+    "graphs without an export id": (
+        lambda f, e: _no_metadata(f),
+        ": the graphs carry no export id (not written by python -m asr.export of this version); "
+        "export the model again"),
+    "an empty encoder": (
+        lambda f, e: (f / "encoder.onnx").write_bytes(b""),
+        "encoder.onnx: not an ONNX graph (no nodes)"),
+}
+
+
+@pytest.mark.parametrize("spoil", SPOILED)
+def test_graphs_that_are_not_this_models_export_are_refused(two_exports, tmp_path, spoil):
+    """Each used to decode nonsense with exit 0, give a traceback or hang: now one line,
+    within a second, from the API and from the command line, before anything runs."""
+    folder = tmp_path / "onnx"
+    shutil.copytree(two_exports["ours"], folder)
+    make, problem = SPOILED[spoil]
+    make(folder, two_exports)
+    started = time.monotonic()
+    with pytest.raises(ModelDirError) as caught:
+        Transcriber.from_pretrained(folder, backend="onnx")
+    assert str(caught.value).startswith(str(folder)) and str(caught.value).endswith(problem)
+    assert time.monotonic() - started < 2
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = transcribe.main(["--model", str(folder), "--backend", "onnx",
+                                  str(sorted((COMMANDS / "yes").glob("*.wav"))[0])])
+    assert status == 1 and err.getvalue() == f"error: {caught.value}\n"
+
+
+def test_export_refuses_a_folder_that_holds_anything_but_this_models_export(two_exports, tmp_path):
+    """--out onto another trained model overwrote its config.yaml and tokenizer.model."""
+    model = two_exports["model"]
+    victim = tmp_path / "victim"
+    shutil.copytree(two_exports["other_model"], victim)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    (tmp_path / "a_file").write_text("mine")
+    shutil.copytree(two_exports["other"], tmp_path / "theirs")
+    (tmp_path / "new_int8").mkdir()
+    (tmp_path / "new_int8" / "x").write_text("mine")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    for out, problem in [
+            (victim, "holds model.pt, which no export writes"),
+            (tmp_path / "notes", "holds todo.txt, which no export writes"),
+            (tmp_path / "a_file", "not a folder"),
+            (tmp_path / "theirs", "holds the export of another model")]:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert export_main(["--model", str(model), "--format", "onnx", "--out", str(out)]) == 1
+        assert err.getvalue().startswith(f"error: {out}: {problem}; refused")
+    # an int8 folder that cannot be written: refused before the fp32 export is written
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert export_main(["--model", str(model), "--format", "onnx", "--quantize", "int8",
+                            "--out", str(tmp_path / "new")]) == 1
+    assert not (tmp_path / "new").exists()
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+
+
+def test_export_replaces_an_earlier_export_of_the_same_model_whole(two_exports, tmp_path):
+    out = shutil.copytree(two_exports["ours"], tmp_path / "onnx")
+    old = onnx.load(out / "decoder.onnx").metadata_props
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert export_main(["--model", str(two_exports["model"]), "--format", "onnx",
+                            "--out", str(out)]) == 0
+    assert onnx.load(out / "decoder.onnx").metadata_props != old  # a new export id
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["onnx"]
+    Transcriber.from_pretrained(out, backend="onnx")
