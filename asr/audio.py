@@ -9,10 +9,18 @@ Files are decoded in blocks and mixed down to mono block by block, and the heade
 is checked before anything is decoded: a file that declares hours of audio, or thousands of
 channels, costs one block of memory before it is refused. `stream_audio` gives the same
 checked blocks to callers that want to walk a long recording (e.g. into `asr.vad`).
+
+Samples are floats in [-1, 1], the scale the front end and its statistics assume. Samples far
+outside it (a peak over MAX_PEAK, 6 dB above full scale) are integer PCM mistaken for floats,
+most likely, and would transcribe to nothing or to garbage. An array (the Python API), whole
+at hand, is taken with a warning as the PCM it holds when its samples are whole numbers (int16
+values divided by 32768, as soundfile reads them), else scaled to a peak of 1; a float file,
+decoded a block at a time, is refused with its AudioError.
 """
 
 import math
 import numbers
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +35,7 @@ MIN_RATE, MAX_RATE = 4000, 384000  # below 4 kHz there is no speech band left to
 MAX_SECONDS = 300.0  # one input; longer recordings are cut into utterances first (asr.vad)
 MAX_CHANNELS = 64  # in-memory arrays: the shorter axis of a 2-D array, if no longer than this
 MAX_RESAMPLE_PHASES = 4_000_000  # reduced rate product: size of torchaudio's sinc kernel
+MAX_PEAK = 2.0  # largest |sample| taken as it is: 6 dB over full scale
 _BLOCK_SAMPLES = 1 << 20  # samples (frames x channels) decoded at a time
 
 
@@ -79,6 +88,10 @@ def _blocks(path: Path, audio: sf.SoundFile, max_seconds: float | None) -> Itera
             frames += len(block)
             if not np.isfinite(block).all():
                 raise AudioError(path, "contains NaN or infinite samples")
+            peak = float(np.abs(block).max(initial=0.0))
+            if peak > MAX_PEAK:
+                raise AudioError(path, f"samples reach {peak:.6g}, far outside [-1, 1] (integer "
+                                       "PCM stored as floats?); refused")
             if max_seconds is not None and frames > max_seconds * rate:
                 raise _too_long(path, frames / rate, max_seconds)
             yield block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]
@@ -185,7 +198,9 @@ def prepare_array(samples: np.ndarray | torch.Tensor, rate: int, sample_rate: in
 
     1-D, or 2-D in either layout: frames x channels (soundfile, scipy) or channels x frames
     (torchaudio), the channels being the shorter axis of at most MAX_CHANNELS. Integer PCM
-    (uint8, int8, int16, int32: scipy's WAV reader) is scaled to [-1, 1) as soundfile does.
+    (uint8, int8, int16, int32: scipy's WAV reader) is scaled to [-1, 1) as soundfile does;
+    floats whose peak is over MAX_PEAK are scaled back into it, with a warning
+    (`_within_full_scale`).
     """
     array = _float_samples(samples, name)
     if array.ndim == 2:
@@ -194,6 +209,7 @@ def prepare_array(samples: np.ndarray | torch.Tensor, rate: int, sample_rate: in
         raise AudioError(name, f"expected a non-empty 1-D or 2-D array, got shape {tuple(array.shape)}")
     if not torch.isfinite(array).all():
         raise AudioError(name, "contains NaN or infinite samples")
+    array = _within_full_scale(array, name)
     if isinstance(rate, bool) or not isinstance(rate, numbers.Integral):
         raise AudioError(name, f"sample rate must be a whole number of Hz, got {rate!r}")
     _check_rate(name, rate)
@@ -204,9 +220,12 @@ def prepare_array(samples: np.ndarray | torch.Tensor, rate: int, sample_rate: in
 
 
 def _float_samples(samples: object, name: str) -> torch.Tensor:
+    """The samples as a CPU tensor of their own: a tensor is detached from its autograd graph
+    and brought from its device, a numpy array made contiguous in native byte order (a
+    reversed view, a big-endian file's samples)."""
     try:
-        array = torch.as_tensor(samples)
-    except (TypeError, ValueError, RuntimeError) as err:
+        array = _tensor(samples)
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as err:
         raise AudioError(name, f"not an array of samples ({first_line(err)})") from None
     if array.is_floating_point():
         return array.float()
@@ -217,6 +236,34 @@ def _float_samples(samples: object, name: str) -> torch.Tensor:
                                f"got {array.dtype}")
     offset = 128.0 if array.dtype == torch.uint8 else 0.0
     return (array.double() - offset).div(scale).float()
+
+
+def _tensor(samples: object) -> torch.Tensor:
+    if isinstance(samples, torch.Tensor):
+        kind = "nested" if samples.is_nested else "meta" if samples.is_meta \
+            else None if samples.layout == torch.strided else str(samples.layout).removeprefix("torch.")
+        if kind:
+            raise TypeError(f"a {kind} tensor has no plain samples to read")
+        return samples.detach().cpu()
+    if isinstance(samples, np.ndarray):
+        samples = np.ascontiguousarray(samples, dtype=samples.dtype.newbyteorder("="))
+    return torch.as_tensor(samples)
+
+
+def _within_full_scale(array: torch.Tensor, name: str) -> torch.Tensor:
+    """`array` as it is when its peak is at most MAX_PEAK; else, with a warning, integer PCM
+    passed as floats (whole numbers within int16's or int32's range) scaled as that integer
+    type is, and other samples scaled to a peak of 1."""
+    peak = float(array.abs().max())
+    if peak <= MAX_PEAK:
+        return array
+    whole = bool(torch.equal(array, array.round()))
+    scale = next((s for s in (32768.0, 2147483648.0) if whole and peak <= s), peak)
+    taken = f"taken as {'16' if scale == 32768 else '32'}-bit PCM" if scale != peak \
+        else "scaled to a peak of 1"
+    warnings.warn(f"{name}: samples reach {peak:.6g}, far outside [-1, 1]; {taken} (pass floats "
+                  "in [-1, 1], or integer PCM as its integer type)", stacklevel=3)
+    return array / scale
 
 
 def _mix_down(array: torch.Tensor, name: str) -> torch.Tensor:

@@ -20,13 +20,14 @@ tokenizer must have the model's vocabulary and special ids.
 """
 
 import dataclasses
+import errno
 import importlib
 import json
 import os
 import pickle
+import random
 import re
 import stat
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -57,30 +58,79 @@ ALLOWED_TARGETS = {
     "asr.scheduler": lambda obj: callable(obj) and getattr(obj, "__module__", "") == "asr.scheduler",
 }
 _PARTIAL = ".tmp"  # suffix of atomic_write's temp files
+_NAME_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+_RANDOM = random.SystemRandom()
 
 
 def atomic_write(path: Path, write) -> None:
     """Write through `write(file)` to a temp file, fsync, then rename over `path`.
 
     A crash leaves either the old file or the new one, never a half-written file under the
-    real name; the folder is fsynced too, so the rename itself survives a power cut.
+    real name; the folder is fsynced too, so the rename itself survives a power cut. The file
+    gets the permissions `open()` would give it: those of the file it replaces, or 0666 less
+    the umask. Only a regular file (or nothing) is replaced: a device, pipe or folder at
+    `path` is refused, never swapped for a file. An error (a full disk, say) is an OSError
+    naming `path`, and leaves the old file as it was.
     """
+    mode = _replaced_mode(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_PARTIAL)
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from None
         raise
     folder = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(folder)
     finally:
         os.close(folder)
+
+
+def _replaced_mode(path: Path) -> int | None:
+    """The permission bits of the regular file at `path` (None when there is none); an
+    OSError if something else is there."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(errno.EEXIST, "exists and is not a regular file; refused", str(path))
+    return stat.S_IMODE(info.st_mode)
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """A new hidden file beside `path`, `.NAME.XXXXXXXX.tmp`, created as `open()` creates
+    files (mode 0666, which the kernel narrows by the umask); its descriptor and path."""
+    return _fresh(path, lambda tmp: os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                                            | os.O_CLOEXEC, 0o666))
+
+
+def make_temp_dir(path: Path) -> Path:
+    """A new hidden folder beside `path`, `.NAME.XXXXXXXX.tmp`, created as `mkdir` creates
+    folders (0777 less the umask), to fill and then rename to `path`."""
+    return _fresh(path, lambda tmp: os.mkdir(tmp, 0o777))[1]
+
+
+def _fresh(path: Path, create):
+    """`create(name)` of the first free temp name beside `path`, and that name. The random
+    part comes from the OS, never from the generators training seeds."""
+    for _ in range(100):
+        suffix = "".join(_RANDOM.choices(_NAME_CHARACTERS, k=8))
+        tmp = path.parent / f".{path.name}.{suffix}{_PARTIAL}"
+        try:
+            return create(tmp), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
 
 
 def remove_partial_files(directory: Path, names: str) -> list[Path]:

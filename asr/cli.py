@@ -4,11 +4,16 @@ Every problem a command line reports is one line on stderr and a non-zero status
 malformed command (argparse's usage errors), 1 for inputs that cannot be used. Names from the
 outside (file names, transcripts) can hold newlines, tabs or terminal escapes, so they are
 escaped wherever a line-oriented format would break: in error lines and tab-separated output.
+A command whose output pipe closes early (`| head -1`) ends quietly (`quiet_pipe`).
 """
 
 import argparse
+import functools
 import json
+import os
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from asr.checkpoint import save_text
@@ -57,9 +62,47 @@ def int_in(low: int, high: int):
     return parse
 
 
+def float_in(low: float, high: float):
+    """An argparse type: a finite number in [low, high]."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:  # NaN fails here too
+            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
+        return value
+    return parse
+
+
 def save_report(report: dict, path: str | Path) -> None:
     """Write a JSON report atomically; a ValueError naming the path if it cannot be written."""
     try:
         save_text(json.dumps(report, indent=2) + "\n", Path(path))
     except OSError as err:
         raise ValueError(f"{path}: cannot write the report ({err.strerror or err})") from None
+
+
+def quiet_pipe(main: Callable[..., int]) -> Callable[..., int]:
+    """`main`, ending quietly when the reader of its output goes away (`... | head -1`), as
+    Unix tools do: no traceback, stdout pointed at /dev/null so that Python's last flush
+    finds no closed pipe either, and status 128 + SIGPIPE, what a shell reports for a
+    command that SIGPIPE ended."""
+    @functools.wraps(main)
+    def run(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except BrokenPipeError:
+            _silence_stdout()
+            return 128 + signal.SIGPIPE
+    return run
+
+
+def _silence_stdout() -> None:
+    try:
+        stdout = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's buffer)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stdout)
+    os.close(devnull)

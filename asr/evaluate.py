@@ -12,11 +12,18 @@ from pathlib import Path
 
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError
-from asr.cli import ArgumentParser, print_error, save_report
+from asr.cli import ArgumentParser, print_error, quiet_pipe, save_report
 from asr.data import ManifestError, read_manifest
 from asr.metrics import char_errors, word_errors
 from asr.progress import progress
-from asr.transcribe import add_decoding_arguments, decoding_overrides
+from asr.transcribe import (
+    add_decoding_arguments,
+    decoding_overrides,
+    input_keys,
+    model_files,
+    replaced,
+    set_threads,
+)
 from asr.transcriber import Transcriber
 
 PROG = "asr-evaluate"  # the name usage errors begin with
@@ -57,6 +64,15 @@ def _rate(rows: list[dict], unit: str) -> float:
     return errors / length if length else float(errors > 0)
 
 
+def check_report_path(parser: ArgumentParser, report: Path, manifest: Path, model: Path) -> None:
+    """A usage error for a --json report that would replace the manifest it scores or a file
+    of the model (a report beside them, in the model directory, is fine)."""
+    found = replaced(report, input_keys([str(manifest), *model_files(model)]))
+    if found is not None:
+        parser.error(f"--json {report} is {found}: the report would replace it")
+
+
+@quiet_pipe
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory written by training")
@@ -64,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the scores and every utterance's result here")
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
+    if args.json:
+        check_report_path(parser, Path(args.json), Path(args.manifest), Path(args.model))
+    set_threads(args)
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device, vad=None,
                                                   batch_size=args.batch_size,

@@ -9,11 +9,12 @@
 With word timings, a subtitle cue runs from its first word's start to its last word's end;
 `highlight_words` makes one cue per word instead, the segment's text with that word
 underlined (`<u>word</u>`), and plain cues over the gaps between words, as whisper's
-`--highlight_words`. Text goes on one line (newlines and tabs become spaces) and "-->", which
-would end a cue's timing line, becomes "->".
+`--highlight_words`. Text goes on one line (newlines and tabs become spaces) and any arrow of
+two or more dashes ("-->", "--->", ...), which would read as a cue's timing line, becomes "->".
 """
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import asdict
 
@@ -21,6 +22,7 @@ from asr.transcriber import Segment, Transcript
 
 FORMATS = ("txt", "srt", "vtt", "tsv", "json")
 Cue = tuple[float, float, str]
+_ARROW = re.compile(r"-{2,}>")
 
 
 def format_timestamp(seconds: float, always_include_hours: bool = False,
@@ -37,7 +39,9 @@ def format_timestamp(seconds: float, always_include_hours: bool = False,
 
 
 def one_line(text: str) -> str:
-    return " ".join(text.split()).replace("-->", "->")
+    """`text` on one line, with no "-->" left in it: any run of dashes before ">" becomes
+    "->" (replacing "-->" alone would turn "--->" into "-->")."""
+    return _ARROW.sub("->", " ".join(text.split()))
 
 
 def cues(transcript: Transcript, highlight_words: bool = False) -> Iterator[Cue]:

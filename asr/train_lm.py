@@ -19,13 +19,19 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from asr.checkpoint import ModelDirError, load_model_dir
+from asr.cli import ArgumentParser, float_in, int_in, print_error, quiet_pipe
 from asr.data import ManifestError, read_manifest
+from asr.device import pick_device
 from asr.lm import LM_FILE, LMDimensions, TokenLM, save_lm
 from asr.progress import progress
 from asr.scheduler import warmup_cosine
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from asr.training.options import TrainingError
+from asr.untrusted import UntrustedInputError, read_text
+
+PROG = "asr-train-lm"  # the name usage errors begin with
+MAX_TEXT_BYTES = 4 << 30  # one text file: a large LM corpus, read whole
 
 
 def read_sentences(path: Path) -> list[str]:
@@ -33,11 +39,9 @@ def read_sentences(path: Path) -> list[str]:
     if path.suffix == ".jsonl":
         return [t for t in (normalize_text(u.text) for u in read_manifest(path)) if t]
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise TrainingError(f"{path}: cannot read ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise TrainingError(f"{path}: not UTF-8 text") from None
+        lines = read_text(path, MAX_TEXT_BYTES, "the text file").splitlines()
+    except UntrustedInputError as err:  # a FIFO, a device, too large, not UTF-8
+        raise TrainingError(str(err)) from None
     return [t for t in (normalize_text(line) for line in lines) if t]
 
 
@@ -85,13 +89,45 @@ def dev_loss(lm: TokenLM, sequences: list[Tensor], device: torch.device) -> floa
     return total / count
 
 
+def build_parser() -> ArgumentParser:
+    """The options, each checked as it is parsed (a usage error on one line, status 2)."""
+    parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="the recogniser whose tokenizer the LM uses")
+    parser.add_argument("--text", type=Path, action="append", required=True,
+                        help="training text, one sentence a line (repeatable)")
+    parser.add_argument("--dev", type=Path, required=True, help="held-out text or manifest")
+    parser.add_argument("--out", type=Path, required=True, help="the language model directory")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the language model --out holds")
+    for option, default, high, what in [
+            ("--d-model", 256, 16384, "width"), ("--layers", 4, 128, "Transformer layers"),
+            ("--heads", 4, 256, "attention heads (must divide --d-model)"),
+            ("--d-ff", 1024, 65536, "feed-forward width"), ("--steps", 4000, 1 << 30, "steps"),
+            ("--warmup-steps", 200, 1 << 30, "steps of warmup"),
+            ("--batch-tokens", 8192, 1 << 24, "padded pieces a batch"),
+            ("--max-tokens", 256, 1 << 16, "longer sentences are cut"),
+            ("--eval-every", 250, 1 << 30, "steps between dev evaluations")]:
+        parser.add_argument(option, type=int_in(1, high), default=default, help=what)
+    parser.add_argument("--dropout", type=float_in(0.0, 0.99), default=0.1)
+    parser.add_argument("--lr", type=float_in(1e-12, 10.0), default=1e-3, help="peak learning rate")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int_in(1, 1024), help="torch threads (default: torch's)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    return parser
+
+
 def check_args(args: argparse.Namespace) -> None:
     """A one-line TrainingError for settings that cannot train, before any work."""
     if not 0 < args.warmup_steps < args.steps:
         raise TrainingError(f"--warmup-steps ({args.warmup_steps}) must be between 0 and "
                             f"--steps ({args.steps})")
+    if args.out.exists() and not args.out.is_dir():
+        raise TrainingError(f"{args.out}: not a folder; pick another --out")
     if (args.out / LM_FILE).exists() and not args.overwrite:
         raise TrainingError(f"{args.out}: holds a language model already (pass --overwrite)")
+    if args.max_tokens < 3:
+        raise TrainingError(f"--max-tokens must be at least 3 (BOS, a piece, EOS), got "
+                            f"{args.max_tokens}")
 
 
 def load_data(args: argparse.Namespace, tokenizer: Tokenizer) -> tuple[list[Tensor], list[Tensor]]:
@@ -109,7 +145,7 @@ def train(args: argparse.Namespace) -> dict:
     check_args(args)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    device = torch.device(args.device)
+    device = pick_device(args.device)
     _, tokenizer, _ = load_model_dir(args.model, "cpu")
     train_set, dev_set = load_data(args, tokenizer)
     dims = LMDimensions(tokenizer.vocab_size, args.d_model, args.heads, args.d_ff, args.layers,
@@ -151,35 +187,15 @@ def train(args: argparse.Namespace) -> dict:
     return {"dev_loss": best, "steps": step}
 
 
+@quiet_pipe
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="the recogniser whose tokenizer the LM uses")
-    parser.add_argument("--text", type=Path, action="append", required=True,
-                        help="training text, one sentence a line (repeatable)")
-    parser.add_argument("--dev", type=Path, required=True, help="held-out text or manifest")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--overwrite", action="store_true")
-    parser.add_argument("--d-model", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--d-ff", type=int, default=1024)
-    parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--steps", type=int, default=4000)
-    parser.add_argument("--warmup-steps", type=int, default=200)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--batch-tokens", type=int, default=8192, help="padded pieces a batch")
-    parser.add_argument("--max-tokens", type=int, default=256, help="longer sentences are cut")
-    parser.add_argument("--eval-every", type=int, default=250)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         result = train(args)
-    except (TrainingError, ManifestError, ModelDirError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (TrainingError, ManifestError, ModelDirError, ValueError, OSError) as err:
+        print_error(err)
         return 1
     print(f"best dev loss {result['dev_loss']:.3f} per piece after {result['steps']} steps; "
           f"language model in {args.out}")

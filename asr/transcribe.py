@@ -11,40 +11,53 @@ OGG, MP3, ...), of any rate and length; `-` reads one from stdin. Files of any l
 streamed and cut into utterances by the VAD. A file that cannot be read gets one error line on
 stderr, at the start or halfway through; the others are still transcribed, and the exit
 status is 1. `--backend onnx` runs the model's exported graphs (`python -m asr.export`) in
-onnxruntime. On a terminal, a progress bar on stderr counts the seconds of audio transcribed.
+onnxruntime. `--no-vad` decodes each file whole instead of cutting it (up to 300 s a file);
+`--threads N` sets the CPU threads of either backend. An output file never replaces an input:
+naming one (`D/x.tsv` with `--output-dir D --output-format tsv`) is a usage error. On a
+terminal, a progress bar on stderr counts the seconds of audio transcribed; when the reader of
+stdout goes away (`| head -1`), the command ends quietly.
 """
 
 import argparse
 import json
-import shutil
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import soundfile
+import torch
+
 from asr.audio import AudioError
-from asr.checkpoint import ModelDirError, save_text
-from asr.cli import ArgumentParser, int_in, print_error, tsv_field
+from asr.checkpoint import CHECKPOINT, CONFIG, METRICS, TOKENIZER, WEIGHTS, ModelDirError, save_text
+from asr.cli import ArgumentParser, int_in, print_error, quiet_pipe, tsv_field
 from asr.formats import FORMATS, record, render
 from asr.progress import print_line
 from asr.search import MODES
 from asr.stream import check_audio_file
-from asr.transcriber import BACKENDS, MAX_BATCH, Transcriber, Transcript
+from asr.transcriber import BACKENDS, DEFAULT_VAD, MAX_BATCH, Transcriber, Transcript
 from asr.untrusted import UntrustedInputError, read_text
 
 PROG = "asr-transcribe"  # the name usage errors begin with
 MAX_WORDS_BYTES = 1 << 20  # a word list (a task's vocabulary)
+MAX_THREADS = 1024
+STDIN_HEAD_BYTES = 1 << 20  # enough for any header soundfile reads (FLAC, Ogg, MP3 included)
+MAX_STDIN_BYTES = 8 << 30  # hours of audio in any format; a file is streamed without a bound
 
 STDIN = "-"
 
 
+@quiet_pipe
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     formats = checked_formats(parser, args)
+    set_threads(args)
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device,
+                                                  vad=DEFAULT_VAD if args.vad else None,
                                                   batch_size=args.batch_size,
                                                   backend=args.backend, **decoding_overrides(args))
         if args.word_timestamps and not transcriber.network.has_ctc:
@@ -52,9 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelDirError, ValueError) as err:
         print_error(err)
         return 1
-    with stdin_file(STDIN in args.files) as stdin_path:
-        paths = {name: stdin_path if name == STDIN else name for name in args.files}
-        failed = transcribe_files(transcriber, args, paths, formats)
+    try:
+        with stdin_file(STDIN in args.files) as stdin_path:
+            paths = {name: stdin_path if name == STDIN else name for name in args.files}
+            failed = transcribe_files(transcriber, args, paths, formats)
+    except AudioError as err:  # stdin itself, past its bound (the files' own are printed)
+        print_error(err)
+        return 1
     return 1 if failed else 0
 
 
@@ -75,6 +92,10 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--output-dir", help="where --output-format files go (default: .)")
     parser.add_argument("--highlight-words", action="store_true",
                         help="srt/vtt: a cue per word, underlined (needs --word-timestamps)")
+    parser.add_argument("--vad", action=argparse.BooleanOptionalAction, default=True,
+                        help="cut each file into utterances where the voice activity detector "
+                             "hears speech (default); --no-vad decodes each file whole, as one "
+                             "utterance of at most 300 s")
     add_decoding_arguments(parser)
     return parser
 
@@ -91,6 +112,11 @@ def checked_formats(parser: ArgumentParser, args: argparse.Namespace) -> list[st
         if clash:
             parser.error(f"{clash[0]} and {clash[1]} would both write "
                          f"{output_stem(clash[0])}.* in the output folder")
+        replaced = replaced_input(args.files, Path(args.output_dir or "."), formats,
+                                  model_files(Path(args.model)))
+        if replaced:
+            parser.error(f"{replaced[1]} is the input {replaced[0]}: its output would replace "
+                         "it; pick another --output-dir")
     return formats
 
 
@@ -145,6 +171,50 @@ def first_clash(names: list[str]) -> tuple[str, str] | None:
     return None
 
 
+def model_files(model: Path) -> list[str]:
+    """The files of a model directory, which no output may replace (metrics.json is an input
+    name's json output away: an audio file named metrics.wav)."""
+    return [str(model / name) for name in (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT)]
+
+
+def replaced_input(names: list[str], folder: Path, formats: list[str], others: list[str] = (),
+                   ) -> tuple[str, Path] | None:
+    """An input (or one of `others`: files read besides them) that one of the output files
+    would replace, with that file, if any."""
+    inputs = input_keys([*names, *others])
+    for name in names:
+        for fmt in formats:
+            path = folder / f"{output_stem(name)}.{fmt}"
+            found = replaced(path, inputs)
+            if found is not None:
+                return found, path
+    return None
+
+
+def input_keys(names: list[str]) -> dict[tuple, str]:
+    """`file_keys` of each named file (stdin has none) -> its name."""
+    return {key: name for name in names if name != STDIN for key in file_keys(Path(name))}
+
+
+def replaced(path: Path, inputs: dict[tuple, str]) -> str | None:
+    """The input that writing `path` would replace: the same file, or the same name in the
+    same folder (an audio file named x.tsv), through links and `..` alike."""
+    return next((inputs[key] for key in file_keys(path) if key in inputs), None)
+
+
+def file_keys(path: Path) -> list[tuple]:
+    """What tells a file apart: its inode (through links), and its folder's inode with its
+    name (for a file that does not exist yet)."""
+    keys: list[tuple] = []
+    for target, name in ((path, None), (path.parent, path.name)):
+        try:
+            info = os.stat(target)
+        except (OSError, ValueError):  # ValueError: a NUL in the name
+            continue
+        keys.append((info.st_dev, info.st_ino, name))
+    return keys
+
+
 def write_outputs(name: str, result: Transcript, formats: list[str], folder: Path,
                   highlight_words: bool) -> bool:
     """Write one input's files (each atomically); False, after an error line, if one fails."""
@@ -160,15 +230,42 @@ def write_outputs(name: str, result: Transcript, formats: list[str], folder: Pat
 
 @contextmanager
 def stdin_file(needed: bool) -> Iterator[str]:
-    """stdin copied to a temporary file (soundfile needs to seek), removed afterwards."""
+    """stdin copied to a temporary file (soundfile needs to seek), removed afterwards.
+
+    The copy is bounded: once its first STDIN_HEAD_BYTES are in, the rest is read only if
+    soundfile takes them for the start of an audio file (else the transcription reports
+    that the head is no audio: `cat /dev/zero |` costs a megabyte, not the disk), and at
+    most MAX_STDIN_BYTES in all (an AudioError past that)."""
     if not needed:
         yield STDIN
         return
     with tempfile.TemporaryDirectory(prefix="asr-stdin-") as folder:
         path = Path(folder) / "stdin"
         with path.open("wb") as out:
-            shutil.copyfileobj(sys.stdin.buffer, out)
+            out.write(sys.stdin.buffer.read(STDIN_HEAD_BYTES))
+            out.flush()
+            if _audio_header(path):
+                _copy_bounded(sys.stdin.buffer, out)
         yield str(path)
+
+
+def _audio_header(path: Path) -> bool:
+    """Whether soundfile can open `path` (its header, read from a file's first bytes)."""
+    try:
+        soundfile.info(str(path))
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError, OSError):
+        return False
+    return True
+
+
+def _copy_bounded(source, out) -> None:
+    copied = out.tell()
+    while block := source.read(1 << 20):
+        copied += len(block)
+        if copied > MAX_STDIN_BYTES:
+            raise AudioError(STDIN, f"more than {MAX_STDIN_BYTES / (1 << 30):g} GiB on stdin; refused "
+                                    "(save it to a file and transcribe that)")
+        out.write(block)
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +286,14 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--backend", choices=BACKENDS, default="torch",
                         help="onnx: the graphs python -m asr.export wrote, in onnxruntime")
+    parser.add_argument("--threads", type=int_in(1, MAX_THREADS),
+                        help="CPU threads of either backend (default: torch's, one per core)")
+
+
+def set_threads(args: argparse.Namespace) -> None:
+    """`--threads`: torch's thread count, which the onnx backend takes as well."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
 
 def decoding_overrides(args: argparse.Namespace) -> dict:

@@ -41,7 +41,7 @@ from asr.network import Network, as_network
 from asr.onnx_backend import OnnxNetwork
 from asr.progress import progress
 from asr.tokenizer import Tokenizer
-from asr.untrusted import from_section
+from asr.untrusted import from_section, short
 from asr.utterances import (
     AudioInput,
     by_length,
@@ -103,10 +103,7 @@ class Transcriber:
     def __init__(self, model: SpeechTransformer | Network, tokenizer: Tokenizer,
                  options: DecodingOptions | None = None,
                  vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) \
-                or not 1 <= batch_size <= MAX_BATCH:
-            raise ValueError(f"batch_size must be a whole number in [1, {MAX_BATCH}], got "
-                             f"{batch_size!r}")
+        check_arguments(options, vad, batch_size)
         self.model, self.tokenizer = model, tokenizer
         self.network = as_network(model)
         self.options = options or DecodingOptions()
@@ -130,8 +127,9 @@ class Transcriber:
 
         `backend="onnx"` runs the graphs `python -m asr.export` wrote (DIR/onnx, or DIR itself
         when it is an export directory) in onnxruntime, on the CPU."""
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be torch or onnx, got {backend!r}")
+        if not isinstance(backend, str) or backend not in BACKENDS:
+            raise ValueError(f"backend must be torch or onnx, got {short(backend)}")
+        check_arguments(None, vad, batch_size)  # before the model is loaded
         if backend == "onnx":
             model, tokenizer, config = OnnxNetwork.load(directory)
         else:
@@ -178,6 +176,7 @@ class Transcriber:
         """One result per input, in order, each as soon as its last utterance is decoded: its
         Transcript, or the AudioError that stopped it being read (the others go on).
         `show_progress` as in `transcribe` (the inputs' durations are read first)."""
+        check_flags(word_timestamps=word_timestamps, show_progress=show_progress)
         if word_timestamps and not self.network.has_ctc:
             raise ValueError("word timestamps need a model with a CTC head (model.ctc_weight > 0)")
         if show_progress:
@@ -244,6 +243,27 @@ class Transcriber:
         found = decode_hypotheses(self.network, wave, lengths, self.options, self.pieces,
                                   self.lm, align, self.token_grammar)
         return [(self.tokenizer.decode(h.tokens), h) for h in found]
+
+
+def check_arguments(options: object, vad: object, batch_size: object) -> None:
+    """A ValueError naming the argument whose type or value does not fit, before any work:
+    a wrong type would otherwise fail far from the call, or pass for a different setting."""
+    if options is not None and not isinstance(options, DecodingOptions):
+        raise ValueError(f"options must be a DecodingOptions or None, got {short(options)}")
+    if vad is not None and not isinstance(vad, VADConfig):
+        raise ValueError(f"vad must be a VADConfig (asr.vad) or None (each input decoded whole), "
+                         f"got {short(vad)}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) \
+            or not 1 <= batch_size <= MAX_BATCH:
+        raise ValueError(f"batch_size must be a whole number in [1, {MAX_BATCH}], got "
+                         f"{short(batch_size)}")
+
+
+def check_flags(**flags: object) -> None:
+    """Each flag must be True or False: a string such as "no" would read as true."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, got {short(value)}")
 
 
 def timed_words(tokenizer: Tokenizer, found: Hypothesis, origin: float, frame_seconds: float,

@@ -113,7 +113,7 @@ def from_section(cls: type[T], values: object, section: str) -> T:
     if values is None:
         raise ValueError(f"no {section} section")
     if not isinstance(values, dict):
-        raise ValueError(f"{section} must be a mapping, got {_short(values)}")
+        raise ValueError(f"{section} must be a mapping, got {short(values)}")
     fields = [f for f in dataclasses.fields(cls) if f.init]
     names = {f.name for f in fields}
     unknown = sorted(str(key) for key in values if key not in names)
@@ -137,7 +137,7 @@ def check_fields(obj: object, section: str) -> None:
         fitted = _fit(value, hints[f.name])
         if fitted is _BAD:
             raise ValueError(f"{section}.{f.name} must be {_describe(hints[f.name])}, got "
-                             f"{_short(value)}")
+                             f"{short(value)}")
         if fitted is not value:
             object.__setattr__(obj, f.name, fitted)  # frozen dataclasses too
 
@@ -205,7 +205,8 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _short(value: object, limit: int = 60) -> str:
+def short(value: object, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters: a value quoted in a one-line error."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 

@@ -88,6 +88,15 @@ def test_text_stays_on_its_line_and_cue():
     assert render(t, "txt", "a.wav") == "a b c -> d e\n"
 
 
+@pytest.mark.parametrize("text", ["--->", "a ----> b", "<!--->", "-- >", "x-->y-->z"])
+def test_no_arrow_survives_escaping(text):
+    """Replacing "-->" alone turned "--->" into "-->": a cue's timing line inside its text."""
+    t = Transcript("x", [Segment(0.0, 1.0, text, 0.0, 0.0, 1.0)])
+    for fmt in ("srt", "vtt", "tsv", "txt"):
+        rendered = render(t, fmt, "a.wav")
+        assert rendered.count("-->") == (fmt in ("srt", "vtt")), (fmt, rendered)
+
+
 def test_no_segments_no_cues():
     empty = Transcript("", [])
     assert [render(empty, fmt, "a.wav") for fmt in FORMATS] == [

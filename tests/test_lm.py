@@ -2,6 +2,7 @@
 moves the search towards what it has read; bad inputs are one-line errors."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -86,10 +87,25 @@ def test_lm_errors_are_one_line(overfit_model, one_lm, tmp_path, capsys):
         out = one_lm if not extra else tmp_path / "new"
         assert small_lm(model_dir, text, out, *extra) == 1
         assert capsys.readouterr().err.splitlines() == [message]
-    missing = tmp_path / "missing.txt"
-    assert small_lm(model_dir, missing, tmp_path / "new") == 1
-    assert capsys.readouterr().err.splitlines() == [
-        f"error: {missing}: cannot read (No such file or directory)"]
+    missing, fifo = tmp_path / "missing.txt", tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for source, problem in [(missing, "cannot read the text file (No such file or directory)"),
+                            (fifo, "the text file is not a regular file (a device, pipe or "
+                                   "socket); refused")]:
+        assert small_lm(model_dir, source, tmp_path / "new") == 1  # a FIFO used to hang
+        assert capsys.readouterr().err.splitlines() == [f"error: {source}: {problem}"]
+    for extra, message in [  # each a traceback (or a division by zero) before
+            (["--device", "foo"], "error: device must be auto, cpu, cuda or cuda:N, got 'foo'"),
+            (["--heads", "3"], "error: dims.n_head (3) must divide dims.d_model (32)"),
+            (["--lr", "nan"], "asr-train-lm: error: argument --lr: must be in [1e-12, 10], got "
+                              "nan (see --help)"),
+            (["--eval-every", "0"], "asr-train-lm: error: argument --eval-every: must be in [1, "
+                                    "1073741824], got 0 (see --help)")]:
+        try:
+            status = small_lm(model_dir, text, tmp_path / "new", *extra)
+        except SystemExit as stop:
+            status = stop.code
+        assert status in (1, 2) and capsys.readouterr().err.splitlines() == [message]
     with pytest.raises(ValueError, match="^decode.lm fuses with the attention search"):
         DecodingOptions(mode="ctc_greedy", lm="x")
     with pytest.raises(ValueError, match=r"^decode.lm_weight must be in \[0, 100\], got -1"):

@@ -3,7 +3,10 @@ stdin, any format soundfile reads, odd file names, and files that fail half way.
 
 import io
 import json
+import os
+import shlex
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -11,8 +14,11 @@ import sys
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 
+from asr import transcribe
 from asr.audio import AudioError
+from asr.evaluate import main as evaluate_main
 from asr.formats import FORMATS, render
 from asr.transcribe import main
 from asr.transcriber import Transcriber, Transcript
@@ -183,3 +189,134 @@ def test_argument_clashes_are_refused_before_loading(tmp_path, capsys):
             main(["--model", str(tmp_path / "none"), *args])
         assert stop.value.code == 2
         assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {problem} (see --help)")
+
+
+def test_an_output_never_replaces_an_input(tmp_path, capsys):
+    """An audio file named x.tsv, transcribed with --output-dir beside it, was replaced by
+    its own tsv; the same file reached through a link to its folder is caught too."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "d")
+    audio = tmp_path / "d" / "x.tsv"
+    audio.write_bytes(b"RIFF audio")
+    for args in (["--output-dir", str(tmp_path / "d")],
+                 ["--output-format", "tsv", "--output-dir", str(tmp_path / "link")]):
+        with pytest.raises(SystemExit) as stop:
+            main(["--model", str(tmp_path / "none"), *args, str(audio)])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1].endswith(
+            f"is the input {audio}: its output would replace it; pick another --output-dir "
+            "(see --help)")
+    assert audio.read_bytes() == b"RIFF audio"
+
+
+def test_files_written_honour_the_umask(overfit_model, tmp_path):
+    """Every file used to be 0600 (mkstemp's mode); as open() would: 0666 less the umask,
+    and a file replaced keeps its own mode."""
+    model_dir, entries, _ = overfit_model
+    old = os.umask(0o022)
+    try:
+        main(["--model", str(model_dir), "--output-format", "txt", "--output-dir",
+              str(tmp_path), str(entries[0][0])])
+        written = tmp_path / f"{entries[0][0].stem}.txt"
+        assert stat.S_IMODE(written.stat().st_mode) == 0o644
+        written.chmod(0o640)
+        os.umask(0o077)
+        main(["--model", str(model_dir), "--output-format", "txt", "--output-dir",
+              str(tmp_path), str(entries[0][0])])
+        assert stat.S_IMODE(written.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+
+
+def test_threads_and_no_vad(overfit_model, recording, capsys):
+    """--threads N sets the threads of either backend; --no-vad decodes a file whole, as one
+    segment from its first sample to its last."""
+    model_dir, _, _ = overfit_model
+    path, spans, _ = recording
+    threads = torch.get_num_threads()
+    try:
+        assert main(["--model", str(model_dir), "--threads", "1", "--no-vad", "--timestamps",
+                     str(path)]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+    [row] = capsys.readouterr().out.splitlines()
+    assert row.split("\t")[1:3] == ["0.00", f"{sf.info(path).duration:.2f}"]
+    for bad in (["--threads", "0"], ["--threads", "many"], ["--vad=no"]):
+        with pytest.raises(SystemExit) as stop:
+            main(["--model", str(model_dir), *bad, str(path)])
+        assert stop.value.code == 2
+
+
+def test_a_closed_pipe_ends_the_command_quietly(overfit_model, recording):
+    """`asr-transcribe ... | head -1` ended in a BrokenPipeError traceback."""
+    model_dir, _, _ = overfit_model
+    path, _, _ = recording
+    command = [sys.executable, "-m", "asr.transcribe", "--model", str(model_dir), "--timestamps",
+               *[str(path)] * 40]
+    run = subprocess.run(f"{shlex.join(command)} | head -1; echo \"${{PIPESTATUS[0]}}\"",
+                         shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    first, status = run.stdout.splitlines()
+    assert first.startswith(f"{path}\t") and status == "141"
+    assert run.stderr == ""
+
+
+class Endless(io.RawIOBase):
+    """A stdin of `size` zero bytes that counts what was read of it."""
+
+    def __init__(self, size: int, head: bytes = b"") -> None:
+        self.left, self.head, self.taken = size, head, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        chunk = (self.head + bytes(min(len(buffer), self.left)))[:len(buffer)]
+        self.head = self.head[len(chunk):]
+        self.left -= len(chunk)
+        buffer[:len(chunk)] = chunk
+        self.taken += len(chunk)
+        return len(chunk)
+
+
+def test_stdin_that_is_no_audio_is_not_copied_whole(overfit_model, monkeypatch, capsys):
+    """`cat /dev/zero | asr-transcribe -` copied stdin to a temp file until the disk was full."""
+    model_dir, entries, _ = overfit_model
+    zeros = Endless(1 << 40)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(zeros)))
+    assert main(["--model", str(model_dir), "-"]) == 1
+    assert capsys.readouterr().err.startswith("error: -: not readable as audio")
+    assert zeros.taken <= 2 << 20
+    wav = entries[0][0].read_bytes()
+    monkeypatch.setattr(transcribe, "MAX_STDIN_BYTES", len(wav) + (3 << 20))
+    endless_wav = Endless(1 << 40, wav[:44])  # a header, then zeros without end
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(endless_wav)))
+    assert main(["--model", str(model_dir), "-"]) == 1
+    assert capsys.readouterr().err.startswith("error: -: more than ")
+    assert endless_wav.taken <= len(wav) + (5 << 20)
+
+
+def test_reports_and_outputs_never_replace_what_is_read(tmp_path, capsys):
+    """asr-evaluate --json onto its manifest replaced the manifest; an audio file named
+    metrics.wav transcribed into the model directory replaced the model's metrics.json."""
+    model, manifest = tmp_path / "model", tmp_path / "test.jsonl"
+    model.mkdir()
+    (model / "metrics.json").write_text("{}")
+    manifest.write_text("{}\n")
+    audio = tmp_path / "metrics.wav"
+    audio.write_bytes(b"RIFF")
+    for run, argv, problem in [
+            (evaluate_main, ["--manifest", str(manifest), "--json", str(manifest)],
+             f"--json {manifest} is {manifest}: the report would replace it"),
+            (evaluate_main, ["--manifest", str(manifest), "--json", str(model / "metrics.json")],
+             f"--json {model / 'metrics.json'} is {model / 'metrics.json'}: the report would "
+             "replace it"),
+            (main, ["--output-dir", str(model), str(audio)],
+             f"{model / 'metrics.json'} is the input {model / 'metrics.json'}: its output would "
+             "replace it; pick another --output-dir")]:
+        with pytest.raises(SystemExit) as stop:
+            run(["--model", str(model), *argv])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {problem} (see --help)")
+    assert manifest.read_text() == "{}\n" and (model / "metrics.json").read_text() == "{}"

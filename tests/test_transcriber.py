@@ -1,6 +1,8 @@
 """The Python API on real speech: long files cut by the VAD with times, silence and noise
 give no words, arrays and lists, the streamed resampler."""
 
+import warnings
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -142,3 +144,64 @@ def test_one_bad_input_does_not_lose_the_others(overfit_model, tmp_path):
     assert isinstance(failed, AudioError) and str(failed) == f"{late_nan}: contains NaN or infinite samples"
     with pytest.raises(AudioError, match="contains NaN"):
         transcriber.transcribe(inputs)
+
+
+def test_arguments_of_the_wrong_type_are_refused_at_the_door(overfit_model, tmp_path):
+    """vad="yes" was accepted and failed at the first input; a flag such as "no" read as true."""
+    model_dir, _, _ = overfit_model
+    for arguments, problem in [
+            ({"vad": "yes"}, r"vad must be a VADConfig \(asr.vad\) or None \(each input "
+                             r"decoded whole\), got 'yes'"),
+            ({"vad": {"aggressiveness": 3}}, "vad must be a VADConfig"),
+            ({"batch_size": 2.0}, r"batch_size must be a whole number in \[1, 4096\], got 2.0"),
+            ({"backend": ["onnx"]}, r"backend must be torch or onnx, got \['onnx'\]")]:
+        with pytest.raises(ValueError, match=f"^{problem}"):
+            Transcriber.from_pretrained(tmp_path / "not loaded", device="cpu", **arguments)
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu", vad=None)
+    with pytest.raises(ValueError, match="^word_timestamps must be True or False, got 'no'"):
+        transcriber.transcribe(np.zeros(RATE, np.float32), word_timestamps="no")
+    with pytest.raises(ValueError, match="^options must be a DecodingOptions or None"):
+        Transcriber(transcriber.model, transcriber.tokenizer, options={"beam_size": 2})
+
+
+def test_tensors_and_arrays_of_any_make_are_read_for_their_samples(overfit_model):
+    """A tensor that requires grad crashed transcription (numpy() of a graph's tensor); a
+    reversed view and big-endian samples were refused as "not an array"."""
+    model_dir, entries, _ = overfit_model
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu", vad=None)
+    clip, _ = sf.read(entries[0][0], dtype="float32")
+    expected = transcriber.transcribe(clip).text
+    grad = torch.from_numpy(clip).requires_grad_()
+    for samples in (grad, grad * 1.0, clip[::-1][::-1], clip.astype(">f4"),
+                    np.stack([clip, clip])[:, ::1]):
+        assert transcriber.transcribe(samples).text == expected
+    assert transcriber.transcribe_waves([grad])[0] == expected
+    for tensor, kind in ((torch.empty(RATE, device="meta"), "meta"),
+                         (torch.zeros(RATE).to_sparse(), "sparse_coo")):
+        with pytest.raises(AudioError, match=f"^<array>: not an array of samples \\(a {kind} tensor"):
+            transcriber.transcribe(tensor)
+
+
+def test_samples_far_outside_full_scale_are_scaled_or_refused(overfit_model, tmp_path):
+    """int16 PCM values passed as floats transcribed to garbage or "" without a word: an
+    array of them is read as the PCM it is, others far outside [-1, 1] are scaled to a peak
+    of 1, each with a warning; a float file is refused."""
+    model_dir, entries, _ = overfit_model
+    transcriber = Transcriber.from_pretrained(model_dir, device="cpu", vad=None)
+    clip, rate = sf.read(entries[0][0], dtype="int16")
+    pcm = clip.astype(np.float32)
+    with pytest.warns(UserWarning, match=r"^<array>: samples reach \d+, far outside \[-1, 1\]; "
+                                         r"taken as 16-bit PCM \(pass floats in \[-1, 1\]"):
+        assert transcriber.transcribe(pcm, sample_rate=rate).text == entries[0][1]
+    assert transcriber.transcribe(clip, sample_rate=rate).text == entries[0][1]
+    with pytest.warns(UserWarning, match="; scaled to a peak of 1 "):
+        transcriber.transcribe(pcm + 0.5, sample_rate=rate)
+    hot = pcm / np.abs(pcm).max() * 1.9  # overs a float recording may have: taken as they are
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        transcriber.transcribe(hot, sample_rate=rate)
+    path = tmp_path / "pcm_as_floats.wav"
+    sf.write(path, pcm, rate, subtype="FLOAT")
+    with pytest.raises(AudioError, match=f"^{path}: samples reach \\d+, far outside \\[-1, 1\\] "
+                                         "\\(integer PCM stored as floats\\?\\); refused"):
+        transcriber.transcribe(path)

@@ -55,7 +55,7 @@ from asr.assistant.intents import (
 )
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
-from asr.cli import ArgumentParser, one_line, tsv_field
+from asr.cli import ArgumentParser, one_line, quiet_pipe, tsv_field
 from asr.grammar import GrammarError
 from asr.transcriber import DEFAULT_VAD, Transcriber
 from asr.untrusted import first_line, from_section
@@ -348,6 +348,7 @@ def blocks_for(source: str | None, cfg: DictConfig, stdin: BinaryIO) -> Iterator
     return file_blocks(source, cfg.sample_rate, block, cfg.realtime)
 
 
+@quiet_pipe
 def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
          console: Console | None = None) -> int:
     parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])

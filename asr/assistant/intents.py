@@ -51,7 +51,7 @@ from rapidfuzz.distance import Levenshtein
 
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError, save_text
-from asr.cli import ArgumentParser, one_line, print_error, save_report, tsv_field
+from asr.cli import ArgumentParser, one_line, print_error, quiet_pipe, save_report, tsv_field
 from asr.data import ManifestError, audio_path
 from asr.decoding import Hypothesis
 from asr.grammar import Grammar, GrammarError
@@ -498,6 +498,7 @@ def _print_intents(recognizer: IntentRecognizer, files: list[str], as_json: bool
     return 1 if failed else 0
 
 
+@quiet_pipe
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(sys.argv[1:] if argv is None else argv)
     try:
