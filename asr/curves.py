@@ -32,6 +32,18 @@ def scalars(loss_curve: list[dict], history: list[dict]) -> list[tuple[int, str,
     return sorted(rows, key=lambda row: row[0])  # stable: within a step, the curve first
 
 
+def summary_writer() -> type:
+    """TensorBoard's SummaryWriter; a ValueError saying how to install it when it is not.
+    Training asks before it writes anything (`asr.training.options`)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise ValueError("trainer.logger=tensorboard needs the tensorboard package: pip "
+                         "install 'speech-transformer-asr[tensorboard]' (or "
+                         "trainer.logger=csv)") from None
+    return SummaryWriter
+
+
 class Curves:
     """Writes the state's scalars as `kind` says; `update` after the state grows."""
 
@@ -43,12 +55,7 @@ class Curves:
         self.written = len(scalars(loss_curve, history))  # already in the files
         self.writer = None
         if kind == "tensorboard":
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise ValueError("trainer.logger=tensorboard needs the tensorboard package: pip "
-                                 "install 'speech-transformer-asr[tensorboard]' (or "
-                                 "trainer.logger=csv)") from None
+            SummaryWriter = summary_writer()
             # TensorBoard drops earlier events from this step on: those a killed run wrote
             # after its checkpoint, or all of a run started over
             purge = resumed_step + 1 if resumed_step is not None else 0

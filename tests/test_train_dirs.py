@@ -1,14 +1,19 @@
 """The training directory is the run's alone: a trained model is never started over without
 `trainer.overwrite=true`, starting over deletes the old run's state first, only this program's
 own temp files are cleaned up, a lock stops a second run, and the state is saved mid-epoch by
-default (every few minutes)."""
+default (every few minutes). What would stop a run is refused before it writes anything (a file
+as the folder, a FIFO as the lock, a logger that is not installed), and a full disk at a later
+save ends it with one line, the state saved before intact."""
 
+import errno
 import fcntl
+import os
+import sys
 
 import pytest
 import torch
 
-from asr.checkpoint import CHECKPOINT, WEIGHTS, load_torch
+from asr.checkpoint import CHECKPOINT, WEIGHTS, atomic_write, load_torch, save_torch
 from asr.train import LOCK, Trainer, TrainingError
 from conftest import small_real_set, train_config, write_manifest
 
@@ -114,3 +119,65 @@ def test_the_state_is_saved_mid_epoch_every_few_minutes(tmp_path, manifest):
     assert run.saves == [0, 1, 2, 3, 4, 0]  # the start, after every step, the epoch's end
     resumed = load_torch(tmp_path / "model" / CHECKPOINT)
     assert resumed["state"]["step"] == 4 and torch.is_tensor(resumed["rng"]["torch"])
+
+
+def test_a_fifo_named_train_lock_is_refused_not_waited_on(tmp_path, manifest):
+    (tmp_path / "model").mkdir()
+    os.mkfifo(tmp_path / "model" / LOCK)
+    with pytest.raises(TrainingError, match=f"^{tmp_path / 'model' / LOCK}: the lock file is not "
+                                            "a regular file \\(a FIFO, socket or device\\)"):
+        Trainer(train_config(tmp_path, manifest, *STEPS)).fit()
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == [LOCK]
+
+
+@pytest.mark.parametrize("where", ["file", "parent"])
+def test_an_out_dir_that_is_a_file_is_refused_before_any_work(tmp_path, manifest, where):
+    (tmp_path / "model").write_text("notes")
+    out = tmp_path / "model" if where == "file" else tmp_path / "model" / "run"
+    said = "trainer.out_dir" if where == "file" else f"its parent {tmp_path / 'model'}"
+    with pytest.raises(TrainingError, match=f"^{out}: {said} is a file, not a folder; pick "
+                                            "another trainer.out_dir$"):
+        Trainer(train_config(tmp_path, manifest, *STEPS, f"trainer.out_dir={out}"))
+    assert (tmp_path / "model").read_text() == "notes"
+
+
+def test_a_full_disk_at_a_later_save_keeps_the_state_saved_before(tmp_path, manifest, monkeypatch):
+    """The state saved at the start survives a checkpoint write that finds the disk full;
+    the run ends with one line saying so, and resumes from it once there is room."""
+    import asr.training.state as state
+
+    saved = []
+
+    def save_or_fill(obj, path):
+        if saved:  # every save after the first finds the disk full
+            atomic_write(path, lambda f: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space "
+                                                                          "left on device")))
+        save_torch(obj, path)
+        saved.append(path)
+
+    monkeypatch.setattr(state, "save_torch", save_or_fill)
+    out = tmp_path / "model"
+    with pytest.raises(TrainingError) as caught:
+        Trainer(train_config(tmp_path, manifest, *STEPS, "trainer.save_every_steps=1")).fit()
+    assert str(caught.value) == (
+        f"{out / CHECKPOINT}: cannot write (No space left on device); training stopped, the "
+        f"state saved before in {out / CHECKPOINT} is intact: make room and continue with "
+        "trainer.resume=true")
+    assert load_torch(out / CHECKPOINT)["state"]["step"] == 0
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    resumed = Trainer(train_config(tmp_path, manifest, *STEPS, "trainer.resume=true"))
+    assert resumed.fit().epoch == 1
+
+
+def test_a_missing_logger_is_refused_before_anything_is_written(tmp_path, manifest, monkeypatch):
+    """trainer.logger=tensorboard without tensorboard used to fail after checkpoint.pt,
+    model.pt and train.lock were written, and the run with logger=csv was then refused."""
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails
+    with pytest.raises(TrainingError, match="^trainer.logger=tensorboard needs the tensorboard "
+                                            "package: pip install "):
+        Trainer(train_config(tmp_path, manifest, *STEPS, "trainer.logger=tensorboard")).fit()
+    assert not (tmp_path / "model").exists()
+    Trainer(train_config(tmp_path, manifest, *STEPS, "trainer.max_steps=1",
+                         "trainer.logger=csv")).fit()
+    assert (tmp_path / "model" / "curves.csv").is_file()

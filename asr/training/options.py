@@ -3,7 +3,7 @@
 import torch
 from omegaconf import DictConfig
 
-from asr.curves import LOGGERS
+from asr.curves import LOGGERS, summary_writer
 
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -31,6 +31,11 @@ def check_options(cfg: DictConfig) -> None:
     if cfg.trainer.logger not in LOGGERS:  # before any work; the curves start in fit
         raise TrainingError(f"trainer.logger must be csv, tensorboard or none, got "
                             f"{cfg.trainer.logger!r}")
+    if cfg.trainer.logger == "tensorboard":  # before the run's first files are written
+        try:
+            summary_writer()
+        except ValueError as err:
+            raise TrainingError(str(err)) from None
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
