@@ -8,8 +8,10 @@ folder: `--help`, the training config, a real (one-epoch) training, a transcript
 as files, and the voice-command demo on a recording.
 """
 
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from conftest import ROOT, write_manifest
 from test_transcriber import long_recording
@@ -150,3 +153,33 @@ def test_train_transcribe_and_demo_without_a_checkout(installed, overfit_model):
     assert lines[-1] == "end of input: 2 utterances"
     assert [line.split('"')[1] for line in lines if " heard: " in line] == \
         [entries[5][1], entries[6][1]]
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_the_index_page_has_its_metadata_and_live_links():
+    """An index shows the README without the checkout: its links must be absolute, to files
+    that exist, under the project's homepage; authors and URLs are part of the page."""
+    project = _project()
+    assert project["authors"] and set(project["urls"]) >= {"Homepage", "Issues"}
+    base = project["urls"]["Homepage"] + "/blob/main/"
+    links = re.findall(r"\]\(([^)\s]+)\)", (ROOT / "README.md").read_text())
+    assert links and all(link.startswith(("https://", "#")) for link in links), links
+    ours = [link.removeprefix(base).split("#")[0] for link in links if link.startswith(base)]
+    assert ours and all((ROOT / path).is_file() for path in ours), ours
+
+
+def test_librosa_is_an_extra_the_package_never_imports():
+    """The wheel required librosa, which no module of the installed package imports."""
+    project = _project()
+    assert not any(d.startswith("librosa") for d in project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert all(any(d.startswith("librosa") for d in extras[name]) for name in ("recipes", "dev"))
+    imported = {alias.name.split(".")[0] if isinstance(node, ast.Import) else node.module
+                for path in (ROOT / "asr").rglob("*.py")
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Import | ast.ImportFrom)
+                for alias in node.names}
+    assert "librosa" not in {name.split(".")[0] for name in imported if name}
