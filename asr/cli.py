@@ -20,6 +20,7 @@ from asr.checkpoint import save_text
 
 # Control characters (C0, DEL, C1) and Unicode's line and paragraph separators: whatever a
 # terminal or a line-splitting reader could take for the end of a line or an escape sequence.
+CLOSED_PIPE = 128 + signal.SIGPIPE  # the status a shell reports for a command SIGPIPE ended
 _CONTROL = {code: f"\\x{code:02x}" for code in [*range(32), *range(127, 160)]} | {
     9: "\\t", 10: "\\n", 13: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
@@ -85,20 +86,20 @@ def save_report(report: dict, path: str | Path) -> None:
 
 def quiet_pipe(main: Callable[..., int]) -> Callable[..., int]:
     """`main`, ending quietly when the reader of its output goes away (`... | head -1`), as
-    Unix tools do: no traceback, stdout pointed at /dev/null so that Python's last flush
-    finds no closed pipe either, and status 128 + SIGPIPE, what a shell reports for a
-    command that SIGPIPE ended."""
+    Unix tools do: no traceback, stdout silenced (`silence_stdout`), status CLOSED_PIPE."""
     @functools.wraps(main)
     def run(*args, **kwargs) -> int:
         try:
             return main(*args, **kwargs)
         except BrokenPipeError:
-            _silence_stdout()
-            return 128 + signal.SIGPIPE
+            silence_stdout()
+            return CLOSED_PIPE
     return run
 
 
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that nothing more written to it (Python's last flush
+    included) finds the closed pipe."""
     try:
         stdout = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):  # not a file (a test's buffer)

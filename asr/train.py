@@ -19,6 +19,7 @@ continues exactly where its last save left off with `trainer.resume=true`; the o
 directory is the run's alone (a lock file, and `trainer.overwrite=true` to start over).
 """
 
+import logging
 import sys
 
 import hydra
@@ -26,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from asr import CONF_DIR
 from asr.audio import AudioError
+from asr.cli import CLOSED_PIPE, silence_stdout
 from asr.config import register_configs
 from asr.data import ManifestError
 from asr.training.options import TrainingError
@@ -50,6 +52,9 @@ def main(cfg: DictConfig) -> None:
                          f"({missing[0]}=...)")
     try:
         state = Trainer(cfg).fit()
+    except BrokenPipeError:  # the log's reader went away: the last saved state is kept
+        silence_stdout()
+        raise SystemExit(CLOSED_PIPE) from None
     except (TrainingError, ManifestError, AudioError, ValueError, OSError) as err:
         raise SystemExit(f"error: {err}") from None
     skipped = "".join(f"; skipped {n} {what}" for n, what in [
@@ -70,6 +75,7 @@ def config_choices() -> str:
 def cli() -> None:
     """`python -m asr.train`: Hydra's own error for a bad override, plus the valid choices."""
     register_configs()  # the schemas conf/*/*.yaml start from
+    stop_when_the_log_is_gone()
     try:
         main()
     except SystemExit as stop:
@@ -77,6 +83,20 @@ def cli() -> None:
             print(f"hint: config groups: {config_choices()}; keys: python -m asr.train --cfg job",
                   file=sys.stderr)
         raise
+
+
+def stop_when_the_log_is_gone() -> None:
+    """A log line whose reader went away (`asr-train ... | head`) ends the run, as a closed
+    pipe ends any Unix tool; logging would otherwise report the error on stderr for every line
+    after it and train on unseen while the shell waits. The command line's process alone."""
+    report = logging.Handler.handleError
+
+    def handle(handler: logging.Handler, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, BrokenPipeError):
+            raise error
+        report(handler, record)
+    logging.Handler.handleError = handle
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ save ends it with one line, the state saved before intact."""
 import errno
 import fcntl
 import os
+import shlex
+import subprocess
 import sys
 
 import pytest
@@ -15,7 +17,7 @@ import torch
 
 from asr.checkpoint import CHECKPOINT, WEIGHTS, atomic_write, load_torch, save_torch
 from asr.train import LOCK, Trainer, TrainingError
-from conftest import small_real_set, train_config, write_manifest
+from conftest import ROOT, small_real_set, train_config, write_manifest
 
 STEPS = ["tokenizer.vocab_size=30", "data.batch_size=1", "trainer.max_epochs=1"]
 
@@ -181,3 +183,18 @@ def test_a_missing_logger_is_refused_before_anything_is_written(tmp_path, manife
     Trainer(train_config(tmp_path, manifest, *STEPS, "trainer.max_steps=1",
                          "trainer.logger=csv")).fit()
     assert (tmp_path / "model" / "curves.csv").is_file()
+
+
+def test_a_closed_log_pipe_ends_the_run_quietly(tmp_path, manifest):
+    """`asr-train ... | head -1` printed a logging traceback for every line after the first and
+    trained on unseen while the shell waited; now it ends as Unix tools do, its last saved
+    state kept."""
+    command = [sys.executable, "-m", "asr.train", f"data.train_manifest={manifest}",
+               f"data.dev_manifest={manifest}", f"trainer.out_dir={tmp_path / 'model'}",
+               "model=tiny", *STEPS, "trainer.max_epochs=3", "trainer.progress=false"]
+    run = subprocess.run(f"{shlex.join(command)} | head -1; exit \"${{PIPESTATUS[0]}}\"",
+                         shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert (run.returncode, run.stderr) == (141, "")
+    assert run.stdout.startswith("model: ")
+    assert load_torch(tmp_path / "model" / CHECKPOINT)["state"]["epoch"] < 3
