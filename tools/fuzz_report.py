@@ -4,9 +4,11 @@
 
 Builds a tiny untrained model directory (and a language model, a grammar, a 1 s clip of real
 speech), then runs each case against a fresh copy of them: a spoiled model directory
-(config.yaml, weights, tokenizer, language model), bad command-line arguments to every CLI,
-bad calls to the Python API, unusual but valid inputs whose result must still be right, and
-training directories that must not be overwritten. Every CLI runs in-process through its
+(config.yaml, weights, tokenizer, language model), spoiled ONNX exports and export folders
+that must not be written into, bad command-line arguments to every CLI, bad calls to the
+Python API, unusual but valid inputs whose result must still be right, output files that must
+not replace an input, and training directories that must not be overwritten or hang a run.
+Every CLI runs in-process through its
 `main(argv)`, in a worker process that is killed and replaced when a case runs over the
 timeout (a hang). Each case ends as one of:
 
@@ -17,8 +19,8 @@ timeout (a hang). Each case ends as one of:
     messy       an error, but not on exactly one line (or with another exit status)
 
 Prints a line per case that is not ok, then the counts. The cases live in tools/fuzz/, one
-module per kind (config, weights, tokenizer, lm, cli, grammar, assistant, api, train);
-tools/fuzz/runner.py runs and judges them.
+module per kind (config, weights, tokenizer, lm, cli, grammar, assistant, api, train, export,
+arrays, outputs, rundirs); tools/fuzz/runner.py runs and judges them.
 """
 
 import argparse
@@ -36,7 +38,7 @@ from fuzz.runner import Outcome, Worker, prepare, worker  # noqa: E402
 
 # The case modules, in the order the report numbers and lists their cases.
 CASE_MODULES = ("config", "weights", "tokenizer", "lm", "cli", "grammar", "assistant", "api",
-                "train")
+                "train", "export", "arrays", "outputs", "rundirs")
 for _kind in CASE_MODULES:
     importlib.import_module(f"fuzz.{_kind}")
 

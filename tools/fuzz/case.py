@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,24 @@ class Cli:
 
 
 CASES: list[Case] = []
+
+
+def run_cli(spec: Cli) -> tuple[int | None, str, str]:
+    """Run a Cli now, in this process: its status, stdout and stderr. For a case that must look
+    at the files the command left (the runner judges after the case's folder is gone)."""
+    import contextlib
+    import io
+    module, function = spec.main.split(":")
+    main = getattr(__import__(module, fromlist=[function]), function)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(spec.argv)
+        except SystemExit as stop:
+            status = stop.code if isinstance(stop.code, int) else 1
+            if isinstance(stop.code, str):
+                print(stop.code, file=sys.stderr)
+    return status, out.getvalue(), err.getvalue()
 
 
 def case(kind: str, name: str, expect: str = "error", limit: float | None = None):
