@@ -15,10 +15,10 @@ import soundfile as sf
 from asr.data import read_manifest
 from asr.text import normalize_text
 from conftest import COMMANDS, DIGITS, FSDD, SHARED, require_shared, train_config
-from recipes import common, synthetic
+from recipes import common
 from recipes.cathy import lm_text
 from recipes.cathy import prepare as cathy
-from recipes.common import corpora
+from recipes.common import corpora, synthetic
 from recipes.common.voices import HELD_OUT
 from recipes.fsdd import prepare as fsdd
 from recipes.speech_commands import prepare as speech_commands
@@ -145,7 +145,7 @@ def test_speech_commands_transcripts_and_speaker_split(commands_out):
 
 
 def test_speech_commands_auxiliary_words_are_the_unknown_clips(commands_out):
-    """The 25 other words that `recipes.synthetic` speaks are exactly the corpus's own."""
+    """The 25 other words that `recipes.common.synthetic` speaks are exactly the corpus's own."""
     said = {r["text"] for split in common.SPLITS for r in rows(commands_out[split])
             if r["kind"] == "_unknown_"}
     assert said == set(corpora.AUXILIARY) and len(corpora.AUXILIARY) == 25

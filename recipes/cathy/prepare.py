@@ -16,7 +16,7 @@ upstream 48 kHz stereo WAVs need no conversion: `asr.audio.load_audio` downmixes
 resamples (converting them once to 16 kHz mono FLAC makes training epochs faster).
 
 `--rehearse MANIFEST [...]` also puts every utterance of other corpora into *train* (kind
-"rehearsal"), e.g. synthetic sentences by other voices (`recipes.synthetic --text`).
+"rehearsal"), e.g. synthetic sentences by other voices (`recipes.common.synthetic --text`).
 
 Writes OUT/{train,dev,test}.jsonl; each line also has `prompt` (the ARCTIC id).
 """

@@ -22,7 +22,7 @@ OUT/wavs/{split}/*.wav), each line with `speaker`, `kind` ("digit" or "string") 
 
 `--rehearse MANIFEST [...]` also puts into *train* every utterance of other corpora whose
 text says a digit (kind "rehearsal"), e.g. the synthetic voice-command corpus that the
-fine-tuned model started from and synthetic digit strings (`recipes.synthetic`): three
+fine-tuned model started from and synthetic digit strings (`recipes.common.synthetic`): three
 training speakers are few, and hearing the digits from hundreds of synthetic voices as well
 keeps the fine-tuned model from narrowing to those three (each training speaker held out in
 turn: mean WER 37.4% -> 34.5% -> 28.0%; recipes/fsdd/README.md). Real people count for more:

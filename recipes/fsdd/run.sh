@@ -19,7 +19,7 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
   # corpus's digit sentences and 1500 synthetic digit strings (REHEARSE=none: neither)
   if [ "${REHEARSE:-}" != none ]; then
     experiment=fsdd_finetune
-    $py -m recipes.synthetic --vocabulary digits --max-words 7 --out data/fsdd_synthetic \
+    $py -m recipes.common.synthetic --vocabulary digits --max-words 7 --out data/fsdd_synthetic \
       --count 1500 --jobs "$(nproc)"
     prep=(--rehearse "${REHEARSE:-data/voice_commands_synthetic/train.jsonl}"
           data/fsdd_synthetic/train.jsonl)

@@ -17,7 +17,7 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
   # words have ~7 real clips), and scored with the average of the last 5 epochs (dev's pick
   # in three seeds; README.md). REHEARSE=none leaves the synthetic words out.
   if [ "${REHEARSE:-}" != none ]; then
-    $py -m recipes.synthetic --vocabulary speech_commands --max-words 1 \
+    $py -m recipes.common.synthetic --vocabulary speech_commands --max-words 1 \
       --out data/speech_commands_synthetic --count 1500 --jobs "$(nproc)"
     prep=(--rehearse data/speech_commands_synthetic/train.jsonl) weights=$model/averaged
   fi

@@ -51,11 +51,11 @@ cp "$data/grammar.yaml" "$model/grammar.yaml"
 $py -m asr.assistant.intents calibrate --model "$model" --manifest "$data/dev.jsonl"
 $py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \
   --json "$model/test_results.json" | tee "$model/test_wer.txt"
-$py -m recipes.breakdown "$model/test_results.json" "$data/test.jsonl" engine
+$py -m recipes.common.breakdown "$model/test_results.json" "$data/test.jsonl" engine
 if [ -f "$data/test_real.jsonl" ]; then  # people never heard in training (../shared/data)
   $py -m asr.evaluate --model "$model" --manifest "$data/test_real.jsonl" \
     --json "$model/test_real_results.json"
-  $py -m recipes.breakdown "$model/test_real_results.json" "$data/test_real.jsonl" source
+  $py -m recipes.common.breakdown "$model/test_real_results.json" "$data/test_real.jsonl" source
 fi
 for manifest in test test_real test_other; do  # intents (grammar search): acceptance, false acceptance
   if [ -f "$data/$manifest.jsonl" ]; then

@@ -1,9 +1,9 @@
 """Synthetic speech of a recipe's words, by the synthetic corpus's training voices.
 
-    python -m recipes.synthetic --vocabulary digits --max-words 7 --out data/fsdd_synthetic
-    python -m recipes.synthetic --vocabulary speech_commands --max-words 1 \
+    python -m recipes.common.synthetic --vocabulary digits --max-words 7 --out data/fsdd_synthetic
+    python -m recipes.common.synthetic --vocabulary speech_commands --max-words 1 \
         --out data/speech_commands_synthetic [--count 1500] [--jobs 2]
-    python -m recipes.synthetic --text data/cathy/lm/fortunes.txt --max-words 15 \
+    python -m recipes.common.synthetic --text data/cathy/lm/fortunes.txt --max-words 15 \
         --out data/cathy_synthetic
 
 A real corpus with few speakers (FSDD has three to train on) or few examples of a word

@@ -1,4 +1,4 @@
-"""WER per group of a scored manifest: `python -m recipes.breakdown RESULTS.json MANIFEST KEY`.
+"""WER per group of a scored manifest: `python -m recipes.common.breakdown RESULTS.json MANIFEST KEY`.
 
 `asr.evaluate --json` writes every utterance's error counts; the recipes' manifests carry
 extra keys (`kind`, `speaker`, ...). This joins the two and prints the WER of each group,
