@@ -38,7 +38,7 @@ def format_timestamp(seconds: float, always_include_hours: bool = False,
     return f"{head}{minutes:02d}:{seconds:02d}{decimal_marker}{milliseconds:03d}"
 
 
-def one_line(text: str) -> str:
+def cue_text(text: str) -> str:
     """`text` on one line, with no "-->" left in it: any run of dashes before ">" becomes
     "->" (replacing "-->" alone would turn "--->" into "-->")."""
     return _ARROW.sub("->", " ".join(text.split()))
@@ -49,15 +49,15 @@ def cues(transcript: Transcript, highlight_words: bool = False) -> Iterator[Cue]
     for segment in transcript.segments:
         words = segment.words or []
         if not words:
-            yield segment.start, segment.end, one_line(segment.text)
+            yield segment.start, segment.end, cue_text(segment.text)
         elif not highlight_words:
-            yield words[0].start, words[-1].end, one_line(segment.text)
+            yield words[0].start, words[-1].end, cue_text(segment.text)
         else:
             yield from _highlighted(segment)
 
 
 def _highlighted(segment: Segment) -> Iterator[Cue]:
-    words = [one_line(w.word) for w in segment.words]
+    words = [cue_text(w.word) for w in segment.words]
     last = segment.words[0].start
     for i, word in enumerate(segment.words):
         if round(word.start, 3) > round(last, 3):  # a gap between words: the plain line
@@ -68,7 +68,7 @@ def _highlighted(segment: Segment) -> Iterator[Cue]:
 
 
 def to_txt(transcript: Transcript) -> str:
-    return "".join(f"{one_line(s.text)}\n" for s in transcript.segments)
+    return "".join(f"{cue_text(s.text)}\n" for s in transcript.segments)
 
 
 def to_srt(transcript: Transcript, highlight_words: bool = False) -> str:
@@ -85,7 +85,7 @@ def to_vtt(transcript: Transcript, highlight_words: bool = False) -> str:
 
 def to_tsv(transcript: Transcript) -> str:
     return "start\tend\ttext\n" + "".join(
-        f"{round(1000 * s.start)}\t{round(1000 * s.end)}\t{one_line(s.text)}\n"
+        f"{round(1000 * s.start)}\t{round(1000 * s.end)}\t{cue_text(s.text)}\n"
         for s in transcript.segments)
 
 
