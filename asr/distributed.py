@@ -47,9 +47,11 @@ def init_distributed(enabled: bool, backend: str, device: torch.device) -> Distr
 
 
 def distributed_device(device: torch.device, info: Distributed) -> torch.device:
-    """One GPU per process: cuda:LOCAL_RANK when the configured device is the GPU."""
-    if info.enabled and device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", info.local_rank)
+    """One GPU per process: cuda:LOCAL_RANK when the configured device is the GPU (`cuda`
+    alone is the current GPU), made current; an index is needed, which `set_device` demands."""
+    if device.type == "cuda" and device.index is None:
+        index = info.local_rank if info.enabled else torch.cuda.current_device()
+        device = torch.device("cuda", index)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     return device
