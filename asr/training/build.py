@@ -96,8 +96,8 @@ class TrainingSetup:
         from the pretrained weights or with CMVN statistics learnt from the training set."""
         if self.resumed:
             path = self.out_dir / CHECKPOINT
-            state = load_training_state(path, self.device, self.model, self.optimizer,
-                                        self.scheduler, self.scaler)
+            state = load_training_state(path, self.model, self.optimizer, self.scheduler,
+                                        self.scaler)
             self.report.log(f"resumed from {path} at step {state.step}: epoch "
                             f"{state.epoch + 1}, {state.epoch_batches} batch(es) in")
             return state

@@ -86,12 +86,14 @@ def save_training_state(path: Path, model: torch.nn.Module, optimizer: torch.opt
                 "rng": rng_states(), **scaled}, path)
 
 
-def load_training_state(path: Path, device: torch.device, model: torch.nn.Module,
-                        optimizer: torch.optim.Optimizer,
+def load_training_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                         scheduler: torch.optim.lr_scheduler.LRScheduler,
                         scaler: torch.amp.GradScaler) -> TrainState:
-    """Load the checkpoint into the run's parts and generators; the state it was at."""
-    ckpt = load_torch(path, device)
+    """Load the checkpoint into the run's parts and generators; the state it was at.
+
+    It is read onto the CPU, where the generators' states must be: the model and the optimizer
+    copy theirs to their parameters' device."""
+    ckpt = load_torch(path)
     try:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
