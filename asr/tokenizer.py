@@ -5,6 +5,7 @@ Ids are fixed so that the model can rely on them: 0 = padding (also the CTC blan
 """
 
 import io
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,6 +21,9 @@ ENGLISH_LETTERS = "abcdefghijklmnopqrstuvwxyz'"
 # above. A smaller one (a test's toy model) spells only its transcripts' letters.
 MIN_VOCAB_FOR_LETTERS = len(ENGLISH_LETTERS) + 5
 WORD_START = "\u2581"  # sentencepiece's mark on the first piece of a word
+# Older sentencepiece aborts the whole process (a failed C++ check) when a required letter is
+# absent from the transcripts, as most command sets' are.
+LEAST_SENTENCEPIECE = (0, 2, 3)
 
 
 class Tokenizer:
@@ -43,13 +47,18 @@ class Tokenizer:
         normalised = [t for t in (normalize_text(x) for x in texts) if t]
         if not normalised:
             raise ValueError("cannot train a tokenizer: no non-empty transcripts")
+        required = ENGLISH_LETTERS if letters and vocab_size >= MIN_VOCAB_FOR_LETTERS else ""
+        version = tuple(int(x) for x in re.findall(r"\d+", spm.__version__)[:3])
+        if required and version < LEAST_SENTENCEPIECE:
+            raise RuntimeError(f"sentencepiece {spm.__version__} cannot learn this vocabulary "
+                               "(it aborts on letters the transcripts lack): install "
+                               "sentencepiece>=0.2.3")
         proto = io.BytesIO()
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(normalised), model_writer=proto, vocab_size=vocab_size,
             model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, minloglevel=2,
-            required_chars=ENGLISH_LETTERS if letters and vocab_size >= MIN_VOCAB_FOR_LETTERS
-            else "",
+            required_chars=required,
         )
         return cls(proto.getvalue())
 

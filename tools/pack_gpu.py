@@ -39,6 +39,7 @@ PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x8
 # typing-extensions, sympy, networkx, jinja2, fsspec; pyyaml and packaging may be there too).
 CARRIED = [
     "hydra-core", "omegaconf", "antlr4-python3-runtime",  # the configs
+    "sentencepiece",  # the machine's 0.2.2 aborts on a required letter absent from the text
     "jiwer", "click", "rapidfuzz",  # WER
     "soundfile", "cffi", "pycparser",  # audio files
     "soxr", "webrtcvad-wheels",  # resampling, voice activity
