@@ -12,6 +12,7 @@ peak that MFU divides by.
 
 import math
 import random
+import time
 from collections.abc import Callable
 
 import torch
@@ -52,6 +53,7 @@ def race(device: torch.device, sizes: Sizes, pool: list[Clip], toy: bool) -> dic
                         "tflop_per_s": round(peak / 1e12, 3)},
                "models": {name: bench_row(s, times[name], flops[name], audio, peak)
                           for name, s in steppers.items()}}
+    details["time_breakdown"] = {name: time_breakdown(s, device) for name, s in steppers.items()}
     models = details["models"]
     if SPEECHBRAIN in models:  # the same sizes, front end and batches: the Transformers race
         details["ours_speedup_vs_speechbrain"] = round(
@@ -163,6 +165,43 @@ class DeviceStepper:
             self.clip(self.model.parameters(), self.grad_clip)
             self.optimizer.step()
         self.losses.append(float(total) / len(self.batches))  # synchronises the device
+
+
+def time_breakdown(stepper: DeviceStepper, device: torch.device, top: int = 8) -> dict:
+    """Where one profiled round's time goes: kernel time (CUDA; operator self time on the CPU)
+    by kind against the round's wall-clock time, whose remainder is the device waiting for the
+    host to launch work, and the costliest kernels."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        stepper()
+        wall = time.perf_counter() - start
+    kind = DeviceType.CUDA if cuda else DeviceType.CPU
+    rows = [(e.key, (e.self_device_time_total if cuda else e.self_cpu_time_total) / 1e6, e.count)
+            for e in prof.key_averages() if e.device_type == kind]
+    by_kind = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
+    for name, seconds, _ in rows:
+        by_kind[kernel_kind(name)] += seconds
+    busy = sum(by_kind.values())
+    return {"wall_s": round(wall, 4), "kernel_s": round(busy, 4),
+            "kernel_fraction": round(busy / wall, 3), "launches": sum(r[2] for r in rows),
+            "by_kind_s": {k: round(v, 4) for k, v in by_kind.items()},
+            "top": [{"name": n[:90], "s": round(t, 4), "count": c}
+                    for n, t, c in sorted(rows, key=lambda r: -r[1])[:top]]}
+
+
+def kernel_kind(name: str) -> str:
+    """matmul, attention or other, from a kernel's (or CPU operator's) name."""
+    lowered = name.lower()
+    if any(k in lowered for k in ("flash", "fmha", "attention", "attn")):
+        return "attention"
+    if any(k in lowered for k in ("gemm", "nvjet", "cutlass", "xmma", "cublas", "aten::mm",
+                                  "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear")):
+        return "matmul"
+    return "other"
 
 
 def round_flops(stepper: DeviceStepper) -> int:

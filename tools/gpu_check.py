@@ -206,15 +206,16 @@ def compose_train(overrides: list[str]):
         return compose("train", overrides=overrides)
 
 
-def train_overrides(check: Check, out: Path, precision: str, compiled: bool) -> list[str]:
-    """The default model and config, on the check's data, for a short run."""
+def train_overrides(check: Check, out: Path, precision: str, compiled: bool,
+                    steps: int) -> list[str]:
+    """The default model and config, on the check's data, for a run of `steps`."""
     sizes = check.sizes
     overrides = [f"data.train_manifest={check.train}", f"data.dev_manifest={check.test}",
                  f"trainer.out_dir={out}", "trainer.progress=false", "trainer.max_epochs=100000",
                  f"trainer.precision={precision}", f"trainer.compile={str(compiled).lower()}",
                  f"trainer.log_every={sizes.log_every}", "trainer.save_every_minutes=null",
                  f"trainer.device={check.device.type}", f"data.batch_size={sizes.batch_size}",
-                 "tokenizer.vocab_size=64", f"scheduler.warmup_steps={max(sizes.steps // 4, 2)}"]
+                 "tokenizer.vocab_size=64", f"scheduler.warmup_steps={max(steps // 4, 2)}"]
     if check.toy:
         overrides += ["model=tiny", "trainer.cmvn_utterances=16"]
     return overrides
@@ -247,11 +248,13 @@ def compile_with(backend: str) -> Iterator[None]:
 
 
 def train_step(check: Check, precision: str, compiled: bool) -> dict:
-    """Train `sizes.steps` steps, check the loss curve, then resume to more steps."""
+    """Train `sizes.steps` steps (`sizes.compiled_steps` compiled), check the loss curve, then
+    resume to more steps."""
     name = f"{precision}_compiled" if compiled else precision
     out = check.work / f"train_{name}"
-    overrides = train_overrides(check, out, precision, compiled)
-    steps, more = check.sizes.steps, check.sizes.resume_steps
+    steps = check.sizes.compiled_steps if compiled else check.sizes.steps
+    more = check.sizes.resume_steps
+    overrides = train_overrides(check, out, precision, compiled, steps)
     backend = "aot_eager" if check.toy else "inductor"
     trainer = fit([*overrides, f"trainer.max_steps={steps}"], backend)
     details = curve_details(trainer.state, precision, check.sizes.loss_ratio)
@@ -373,12 +376,12 @@ def ddp_train_step(check: Check) -> dict:
     from asr.checkpoint import CHECKPOINT, load_torch
 
     out = check.work / "ddp"
-    overrides = [o for o in train_overrides(check, out, "bf16", False)
+    steps = check.sizes.ddp_steps
+    overrides = [o for o in train_overrides(check, out, "bf16", False, steps)
                  if not o.startswith("trainer.device")]  # torchrun: the GPU, LOCAL_RANK's
     # loader workers here only: in the runs in this process, collecting a finished run's
     # persistent workers stopped mid-epoch takes torch about 5 s each
     overrides.append(f"data.num_workers={0 if check.toy else 4}")
-    steps = check.sizes.ddp_steps
     run = torchrun(["-m", "asr.train", "trainer=ddp", *overrides, f"trainer.max_steps={steps}"],
                    timeout=300)
     details = {"returncode": run.returncode, "tail": (run.stdout + run.stderr)[-1500:]}

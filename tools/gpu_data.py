@@ -29,6 +29,7 @@ class Sizes:
     digit_takes: int  # FSDD takes per digit and speaker to train on
     sentences: int  # cathy's read sentences (the benchmark's long utterances)
     steps: int  # optimiser steps of each training run
+    compiled_steps: int  # of each compiled run, whose Inductor compiling takes minutes
     resume_steps: int  # more steps after resuming
     log_every: int
     batch_size: int
@@ -42,12 +43,13 @@ class Sizes:
 
 
 FULL = Sizes(words_train=24, words_test=2, digit_takes=3, sentences=100, steps=300,
-             resume_steps=30, log_every=10, batch_size=16, ddp_steps=30, bench_batches=8,
-             bench_batch_size=512, bench_seconds=400.0, bench_rounds=5, peak_size=8192,
-             loss_ratio=0.8)
-TOY = Sizes(words_train=3, words_test=1, digit_takes=1, sentences=6, steps=8, resume_steps=2,
-            log_every=2, batch_size=8, ddp_steps=2, bench_batches=2, bench_batch_size=8,
-            bench_seconds=12.0, bench_rounds=1, peak_size=256, loss_ratio=1.0)
+             compiled_steps=100, resume_steps=30, log_every=10, batch_size=16, ddp_steps=30,
+             bench_batches=8, bench_batch_size=512, bench_seconds=400.0, bench_rounds=5,
+             peak_size=8192, loss_ratio=0.8)
+TOY = Sizes(words_train=3, words_test=1, digit_takes=1, sentences=6, steps=8, compiled_steps=8,
+            resume_steps=2, log_every=2, batch_size=8, ddp_steps=2, bench_batches=2,
+            bench_batch_size=8, bench_seconds=12.0, bench_rounds=1, peak_size=256,
+            loss_ratio=1.0)
 
 
 # The toy benchmark's model: s2t_s's layout (conv2d front end, 12 + 6 layers) made narrow and
