@@ -71,3 +71,15 @@ def test_tokenizer_spells_every_english_letter():
 def test_tokenizer_needs_text():
     with pytest.raises(ValueError, match="no non-empty transcripts"):
         Tokenizer.train(["", "!!"], vocab_size=20)
+
+
+def test_tokenizer_refuses_a_sentencepiece_that_would_abort(monkeypatch):
+    """sentencepiece 0.2.2 kills the process on a required letter the transcripts lack (seen on
+    the GPU machine): the tokenizer names the version to install instead; without required
+    letters (a toy vocabulary) any version trains."""
+    import sentencepiece
+
+    monkeypatch.setattr(sentencepiece, "__version__", "0.2.2")
+    with pytest.raises(RuntimeError, match=r"sentencepiece 0\.2\.2 cannot .* sentencepiece>=0\.2\.3"):
+        Tokenizer.train(["yes no up down"] * 20, vocab_size=40)
+    assert Tokenizer.train(["yes no up down"] * 20, vocab_size=20).vocab_size > 4
