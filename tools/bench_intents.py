@@ -178,7 +178,7 @@ def run(args) -> dict:
         for threshold in [chosen, *[t for t in extra if t != chosen]]:
             name = search if threshold == chosen else f"{search} at {threshold:g}"
             results["searches"][name] = table(heard, kinds, threshold)
-        if "latency" not in results:
+        if "latency" not in results and args.latency_commands > 0:
             results["latency"] = latency(recognizer, real + synthetic, args.latency_commands,
                                          args.seed)
     return results
@@ -200,7 +200,9 @@ def print_report(results: dict) -> None:
         kinds = ", ".join(f"{k} {100 * v:.2f}%" for k, v in table["false acceptance by kind"].items())
         print(f"  other speech accepted as a command: {100 * other['false_acceptance']:.2f}% "
               f"of {other['non_commands']} ({kinds})")
-    lat = results["latency"]
+    lat = results.get("latency")
+    if lat is None:
+        return
     print(f"\ndemo latency, end of speech -> action: median {lat['median_latency_s']:.3f} s "
           f"(waiting for {lat['end_silence_ms']} ms of silence: {lat['median_wait_s']:.3f} s, "
           f"recognition and action {lat['median_recognition_s']:.3f} s) over "
@@ -220,8 +222,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="free search: lowest similarity to a grammar sentence")
     parser.add_argument("--limit", type=int, default=400, help="people's commands at most")
-    parser.add_argument("--latency-commands", type=int, default=40)
+    parser.add_argument("--latency-commands", type=int, default=40,
+                        help="commands in the demo's latency stream (0: no latency)")
     args = parser.parse_args(argv)
+    if args.latency_commands < 0 or args.limit < 2:
+        parser.error("--latency-commands must be >= 0 and --limit >= 2")
     for name in ("test_real.jsonl", "test_other.jsonl"):
         if not (args.corpus / name).is_file():
             sys.exit(f"error: {args.corpus / name}: missing (prepare the corpus with real "
