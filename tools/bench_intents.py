@@ -50,7 +50,7 @@ from asr.assistant.intents import (
     at_confidence,
     free_text,
 )
-from asr.audio import load_audio
+from asr.audio import MAX_PEAK, load_audio
 from asr.augment import add_noise
 from asr.augment import babble as mix_talkers
 from asr.vad import VADConfig
@@ -79,14 +79,22 @@ def babble(speech: list[torch.Tensor], length: int, rng: random.Random) -> torch
 def conditions(waves: list[torch.Tensor], noises: list[torch.Tensor],
                speech: list[torch.Tensor], snrs: list[float], seed: int
                ) -> dict[str, list[torch.Tensor]]:
-    """The waveforms clean, with kitchen noise and with babble at each SNR."""
+    """The waveforms clean, with kitchen noise and with babble at each SNR; a mix whose peak
+    passes MAX_PEAK is scaled to a peak of 1 here, as the recognizer would scale it with a
+    warning for every one."""
     rng = random.Random(seed)
     out = {"clean": waves}
     for snr in snrs:
-        out[f"kitchen {snr:g} dB"] = [add_noise(w, noises[rng.randrange(len(noises))], snr)
-                                      for w in waves]
-        out[f"cafe {snr:g} dB"] = [add_noise(w, babble(speech, len(w), rng), snr) for w in waves]
+        out[f"kitchen {snr:g} dB"] = [
+            in_range(add_noise(w, noises[rng.randrange(len(noises))], snr)) for w in waves]
+        out[f"cafe {snr:g} dB"] = [in_range(add_noise(w, babble(speech, len(w), rng), snr))
+                                   for w in waves]
     return out
+
+
+def in_range(wave: torch.Tensor) -> torch.Tensor:
+    peak = float(wave.abs().max())
+    return wave / peak if peak > MAX_PEAK else wave
 
 
 def score(recognizer: IntentRecognizer, waves: list[torch.Tensor],
