@@ -12,17 +12,15 @@ what it heard. Hearing the same words from many other voices while it fine-tunes
 general: utterances of 1 to `max_words` words drawn from the vocabulary, each by a voice
 drawn as the synthetic voice-command corpus draws its training voices (espeak-ng, flite,
 festival; never its held-out dev/test voices), with its speed, pitch, warp, padding, noise
-and level (`recipes.common.synthesis`). On FSDD (each training speaker held out in
-turn) 1500 digit strings took the fine-tuned model from 34.5% to 28.0% mean WER on the
-held-out speaker (recipes/fsdd/README.md); on Speech Commands 1500 clips of its 35 words
-took dev from 12.5-12.6% to 11.35% (three seeds; recipes/speech_commands/README.md).
+and level (`recipes.common.synthesis`). On FSDD and on Speech Commands 1500 of them lower
+the fine-tuned model's WER on people it never heard (the figures: recipes/fsdd/RESULTS.md,
+recipes/speech_commands/RESULTS.md).
 
 `--text FILE` speaks whole sentences instead: lines of FILE (one sentence a line, as
 `recipes.cathy.lm_text` writes them) of MIN_SENTENCE_WORDS to `max_words` words, drawn at
 random, for a one-speaker corpus of an hour (cathy has heard ~2100 distinct words) to meet
-more of the words it must spell. Measured on cathy (1500 sentences, same compute): dev WER
-64.4% -> 62.9% without a language model, no gain with one (50.1% -> 50.8%), so its recipe
-does not use them (recipes/cathy/README.md).
+more of the words it must spell. On cathy they gain little without a language model and
+nothing with one, so its recipe does not use them (recipes/cathy/RESULTS.md).
 
 Writes OUT/wavs/train/*.wav and OUT/train.jsonl (absolute audio paths), for a recipe's
 `prepare --rehearse OUT/train.jsonl`.

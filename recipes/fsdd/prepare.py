@@ -25,9 +25,9 @@ text says a digit (kind "rehearsal"), e.g. the synthetic voice-command corpus th
 fine-tuned model started from and synthetic digit strings (`recipes.common.synthetic`): three
 training speakers are few, and hearing the digits from hundreds of synthetic voices as well
 keeps the fine-tuned model from narrowing to those three (each training speaker held out in
-turn: mean WER 37.4% -> 34.5% -> 28.0%; recipes/fsdd/README.md). Real people count for more:
-Speech Commands' training manifest brings its 105 digit clips of other speakers (a manifest
-listed three times is heard three times an epoch; 25.9% -> 19.3% with the narrow band).
+turn; the figures: recipes/fsdd/RESULTS.md). Real people count for more: Speech Commands'
+training manifest brings its 105 digit clips of other speakers (a manifest listed three times
+is heard three times an epoch).
 """
 
 import argparse
