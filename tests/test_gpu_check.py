@@ -13,7 +13,8 @@ import pytest
 from conftest import ROOT, SHARED, require_shared
 
 STEPS = ["environment", "train_fp32", "train_bf16", "train_fp16", "decode_cpu_vs_device",
-         "ddp_torchrun", "ddp_collectives", "bench_s2t_s", "train_fp32_compiled"]
+         "ddp_torchrun", "ddp_collectives", "bench_s2t_s", "train_fp32_compiled",
+         "bench_s2t_s_compiled"]
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,14 @@ def test_every_step_passes_on_the_cpu_at_toy_sizes(tmp_path):
         assert bench["SpeechBrain TransformerASR"]["parameters"] == \
             bench["ours (s2t_s sizes, stacking front end)"]["parameters"]
     assert all(0 < m["mfu"] and m["achieved_tflop_per_s"] > 0 for m in bench.values())
+    breakdown = steps["bench_s2t_s"]["time_breakdown"]["ours (s2t_s)"]
+    assert 0 < breakdown["kernel_s"] and breakdown["launches"] > 100
+    assert set(breakdown["by_kind_s"]) == {"matmul", "attention", "other"}
+    compiled = steps["bench_s2t_s_compiled"]
+    assert compiled["backend"] == "eager" and compiled["first_compiled_round_s"] > 0
+    eager, fused = compiled["models"].values()  # the same model, the same arithmetic
+    assert eager["tflop_per_step"] == fused["tflop_per_step"] > 0
+    assert eager["parameters"] == fused["parameters"] and compiled["compiled_speedup"] > 0
     assert "train_fp32: PASS" in (tmp_path / "out" / "gpu_check.log").read_text()
 
 

@@ -24,6 +24,7 @@ TOY_BENCH_MODEL = ["model.d_model=64", "model.d_ff=128", "model.n_encoder_layers
                    "model.n_decoder_layers=1", "model.conv_channels=16"]
 OURS, OURS_STACKED, SPEECHBRAIN = ("ours (s2t_s)", "ours (s2t_s sizes, stacking front end)",
                                    "SpeechBrain TransformerASR")
+OURS_COMPILED = "ours (s2t_s), torch.compile"
 
 
 def race(device: torch.device, sizes: Sizes, pool: list[Clip], toy: bool) -> dict:
@@ -59,6 +60,46 @@ def race(device: torch.device, sizes: Sizes, pool: list[Clip], toy: bool) -> dic
         details["ours_speedup_vs_speechbrain"] = round(
             models[OURS_STACKED]["audio_s_per_s"] / models[SPEECHBRAIN]["audio_s_per_s"], 2)
     return details
+
+
+def race_compiled(device: torch.device, sizes: Sizes, pool: list[Clip], toy: bool,
+                  backend: str) -> dict:
+    """Ours (`model=s2t_s`) eager against the same model under `torch.compile` (dynamic
+    shapes, as `trainer.compile` compiles it) on the race's batches: the first compiled round
+    (compiling included), then alternating rounds, and each one's time breakdown; the FLOPs
+    are the eager model's (the same arithmetic)."""
+    import copy
+
+    from asr.model import ModelDimensions, SpeechTransformer
+    from asr.tokenizer import Tokenizer
+    from bench_common import alternate, median
+    from bench_training import default_config
+
+    model_cfg, features, train_cfg = default_config(
+        ["model=s2t_s", *(TOY_BENCH_MODEL if toy else [])])
+    tokenizer = Tokenizer.train([c.text for c in pool], train_cfg["tokenizer"]["vocab_size"])
+    batches, audio = bench_batches(device, sizes, pool, tokenizer, features.sample_rate)
+    torch.manual_seed(0)
+    eager = SpeechTransformer(ModelDimensions(**{**model_cfg, "n_vocab": tokenizer.vocab_size}),
+                              features)
+    eager.frontend.set_cmvn([(batches[0]["wave"].cpu(), batches[0]["lengths"].cpu())])
+    eager = eager.to(device).train()
+    compiled = torch.compile(copy.deepcopy(eager), dynamic=True, backend=backend)
+    steppers = {OURS: DeviceStepper(eager, batches, train_cfg, device),
+                OURS_COMPILED: DeviceStepper(compiled, batches, train_cfg, device)}
+    started = time.perf_counter()
+    steppers[OURS_COMPILED]()
+    first = time.perf_counter() - started
+    flops = round_flops(steppers[OURS])
+    peak_call, peak_flops, _ = matmul_peak(device, sizes.peak_size)
+    times = alternate({**steppers, "matmul": peak_call}, sizes.bench_rounds, warmup=0)
+    peak = peak_flops / median(times["matmul"])
+    models = {name: bench_row(s, times[name], flops, audio, peak) for name, s in steppers.items()}
+    return {"backend": backend, "first_compiled_round_s": round(first, 2),
+            "peak_tflop_per_s": round(peak / 1e12, 3), "models": models,
+            "compiled_speedup": round(models[OURS_COMPILED]["audio_s_per_s"]
+                                      / models[OURS]["audio_s_per_s"], 2),
+            "time_breakdown": {n: time_breakdown(s, device) for n, s in steppers.items()}}
 
 
 def bench_row(stepper: "DeviceStepper", seconds: list[float], flops: int, audio: float,

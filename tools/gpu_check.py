@@ -19,16 +19,19 @@ does not stop the next, and the exit status is 1 if any failed. The steps:
    duration-bucketed batches against SpeechBrain's TransformerASR of the same sizes on the same
    batches, alternating round by round, with the bf16 matmul peak timed in the same rounds:
    audio seconds per second, counted FLOPs, and MFU (achieved / measured peak).
-6. train_*_compiled: step 2 again with `trainer.compile=true`, last (slow to start).
+6. train_*_compiled: step 2 again with `trainer.compile=true`, last (slow to start), bf16
+   first; then bench_s2t_s_compiled: ours eager against ours under `torch.compile` on the
+   race's batches (what fusing the launch-bound step's kernels gains), then fp32 and fp16.
 
 Without CUDA (or with --toy) the same steps run on the CPU at toy sizes (model=tiny, a few
 steps), where autocast is off: the three precisions compute in fp32 (fp16 still runs its loss
 scaler) and one compiled run (fp32) stands for all three, compiled by Dynamo and AOTAutograd
-without Inductor's code generation. `--budget` seconds bound the whole run: a step not started
-by then is skipped, one still running then is stopped and fails, each with that reason. The
-audio comes from `--data`: a folder made by tools/pack_gpu.py (clips.json and its clips) or the
-shared corpora (../shared/data). The runs' model directories go to a temporary folder (or
-`--work DIR`), never to --out, whose files a lent GPU machine sends back.
+without Inductor's code generation (the compiled race: by Dynamo alone). `--budget` seconds
+bound the whole run: a step not started by then is skipped, one still running then is
+stopped and fails, each with that reason. The audio comes from `--data`: a folder made by
+tools/pack_gpu.py (clips.json and its clips) or the shared corpora (../shared/data). The
+runs' model directories go to a temporary folder (or `--work DIR`), never to --out, whose
+files a lent GPU machine sends back.
 """
 
 import argparse
@@ -466,6 +469,20 @@ def bench_step(check: Check) -> dict:
     return details
 
 
+def bench_compiled_step(check: Check) -> dict:
+    """Ours eager against ours under `torch.compile` on the race's batches (Inductor on the
+    GPU, aot_eager on the CPU toy): what fusing the launch-bound step's kernels gains."""
+    from gpu_bench import OURS_COMPILED, race_compiled
+
+    details = race_compiled(check.device, check.sizes,
+                            check.split("train") + check.split("sentence"), check.toy,
+                            "eager" if check.toy else "inductor")
+    losses = details["models"][OURS_COMPILED]["losses"]
+    if not all(math.isfinite(x) for x in losses):
+        raise CheckFailed(f"a compiled benchmark loss is not finite: {losses}", details)
+    return details
+
+
 # --- the command -------------------------------------------------------------------------------
 
 def steps(check: Check) -> list[tuple[str, Callable[[], dict]]]:
@@ -478,6 +495,8 @@ def steps(check: Check) -> list[tuple[str, Callable[[], dict]]]:
              ("bench_s2t_s", lambda: bench_step(check))]
     compiled = ("bf16", "fp32", "fp16") if check.device.type == "cuda" else ("fp32",)
     plan += [(f"train_{p}_compiled", lambda p=p: train_step(check, p, True)) for p in compiled]
+    plan.insert(len(plan) - len(compiled) + 1,
+                ("bench_s2t_s_compiled", lambda: bench_compiled_step(check)))
     return plan
 
 
