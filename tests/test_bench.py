@@ -125,3 +125,44 @@ def test_missing_data_is_one_line(tmp_path):
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         f"error: {tmp_path}: real speech not found (pass --data DIR)"]
+
+
+def test_intents_bench_scores_every_search_and_condition(tmp_path):
+    """tools/bench_intents.py on a corpus laid out as recipes.voice_commands.prepare writes it
+    (people's commands, synthetic ones, other speech and noise), with an untrained model: each
+    search scores each condition, and the demo's latency stream runs."""
+    from conftest import COMMANDS, noise_clips, write_untrained_model
+
+    require_shared()
+    model = write_untrained_model(tmp_path)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+
+    def row(path: Path, text: str, engine: str, kind: str, command: bool) -> str:
+        slots = {"word": text} if command else {}
+        return json.dumps({"audio_filepath": str(path), "text": text, "engine": engine,
+                           "kind": kind, "intent": "word" if command else None, "slots": slots})
+
+    said = [(path, word) for word in ("yes", "stop") for path in
+            sorted((COMMANDS / word).glob("*.wav"))[:2]]
+    others = [(sorted((COMMANDS / "_unknown_").glob(f"{w}_*.wav"))[0], w)
+              for w in ("bed", "bird", "cat", "dog")]
+    (corpus / "test_real.jsonl").write_text(
+        "\n".join(row(p, w, "real", "word", True) for p, w in said) + "\n")
+    (corpus / "test.jsonl").write_text(
+        "\n".join(row(p, w, "espeak-ng", "sentence", True) for p, w in said) + "\n")
+    (corpus / "test_other.jsonl").write_text("\n".join(
+        [row(p, w, "real", "other", False) for p, w in others]
+        + [row(p, "", "real", "noise", False) for p in noise_clips(0, 2)]) + "\n")
+    stdout, result = bench(tmp_path, "bench_intents", "--model", str(model), "--corpus",
+                           str(corpus), "--limit", "2", "--snr", "6", "--latency-commands", "2",
+                           "--min-confidence", "0")
+    conditions = {"clean", "kitchen 6 dB", "cafe 6 dB"}
+    assert set(result["searches"]) == {"grammar", "grammar at 0", "free"}
+    for table in result["searches"].values():
+        assert set(table["people"]) == set(table["synthetic voices"]) == conditions
+        assert table["people"]["clean"]["commands"] == 2
+        assert table["other speech"]["clean"]["non_commands"] == 4
+        assert 0 <= table["people"]["kitchen 6 dB"]["command_acceptance"] <= 1
+    assert result["searches"]["grammar at 0"]["min_confidence"] == 0
+    assert result["latency"]["commands"] == 2 and "search grammar" in stdout

@@ -120,10 +120,11 @@ def latency(recognizer: IntentRecognizer, commands: list[dict], count: int, seed
                      VADConfig(**cfg.vad), RATE, Console(lambda line: None), cfg.early_ms)
     block = RATE * cfg.block_ms // 1000
     turns = demo.run((wave[i:i + block], time.monotonic()) for i in range(0, len(wave), block))
+    median = lambda values: statistics.median(values) if turns else None  # noqa: E731
     return {"commands": len(picked), "utterances": len(turns),
-            "median_latency_s": statistics.median(t.latency for t in turns),
-            "median_wait_s": statistics.median(t.wait for t in turns),
-            "median_recognition_s": statistics.median(t.latency - t.wait for t in turns),
+            "median_latency_s": median([t.latency for t in turns]),
+            "median_wait_s": median([t.wait for t in turns]),
+            "median_recognition_s": median([t.latency - t.wait for t in turns]),
             "early": sum(t.early for t in turns), "early_ms": cfg.early_ms,
             "end_silence_ms": cfg.vad.end_silence_ms}
 
@@ -210,6 +211,9 @@ def print_report(results: dict) -> None:
               f"of {other['non_commands']} ({kinds})")
     lat = results.get("latency")
     if lat is None:
+        return
+    if not lat["utterances"]:
+        print(f"\ndemo latency: the demo heard no utterance in {lat['commands']} commands")
         return
     print(f"\ndemo latency, end of speech -> action: median {lat['median_latency_s']:.3f} s "
           f"(waiting for {lat['end_silence_ms']} ms of silence: {lat['median_wait_s']:.3f} s, "
