@@ -191,3 +191,27 @@ def test_clip_gradients_scales_only_when_over_the_limit():
     norm = clip_gradients(weights, 7.0)  # under the limit: nothing changes, bit for bit
     assert norm.item() == pytest.approx(6.5)
     assert all(torch.equal(w.grad, b) for w, b in zip(weights, before, strict=False))
+
+
+@pytest.mark.parametrize(("max_steps", "ends"), [
+    (None, "after epoch 3 of 3"),
+    (30, "at step 30 (trainer.max_steps), about 1.3 of 3 epochs in"),
+])
+def test_the_forecast_names_what_ends_the_run(caplog, max_steps, ends):
+    """After epoch 1 of a run of 23-step epochs, at 0.1 s a step and 0.5 s a dev evaluation:
+    its end comes with its last epoch, or earlier with trainer.max_steps, and the line says
+    which (a step budget in a run of many epochs once read "after epoch 100000 of 100000")."""
+    from asr.training.budget import Clock, Plan
+    from asr.training.report import Report
+
+    clock = Clock(Plan(3, max_steps, 23, dev_batches=2, final_evals=1, limit=None), before=0.0,
+                  now=lambda: 0.0)
+    for _ in range(23):
+        clock.stepped(0.1)
+    clock.evaluated(0.5)
+    forecast = clock.forecast(step=23, epoch=1)
+    with caplog.at_level("INFO", logger="asr.train"):
+        Report(True, False).forecast(forecast, 100.0, 3, None, max_steps)
+    left = 46 * 0.1 + 2 * 0.5 if max_steps is None else 7 * 0.1 + 0.5
+    assert forecast.left == pytest.approx(left)
+    assert caplog.messages[-1].endswith(f"(in {left / 60:.1f} min), {ends}")

@@ -75,11 +75,14 @@ class Report:
                  f"{skipped}")
 
     def forecast(self, forecast: Forecast, audio_rate: float, max_epochs: int,
-                 max_minutes: float | None) -> None:
+                 max_minutes: float | None, max_steps: int | None = None) -> None:
         """The speed measured so far and when the run will end: a plain line after each epoch,
         so that a piped log has it too."""
         end = (datetime.now() + timedelta(seconds=forecast.left)).strftime("%H:%M")
         what = f"after epoch {max_epochs} of {max_epochs}"
+        if max_steps is not None and forecast.epochs_at_end < max_epochs:
+            what = (f"at step {max_steps} (trainer.max_steps), about "
+                    f"{forecast.epochs_at_end:.1f} of {max_epochs} epochs in")
         if forecast.by_budget:
             what = (f"at the budget (trainer.max_minutes={max_minutes:g}), about "
                     f"{forecast.epochs_at_end:.1f} of {max_epochs} epochs in (all {max_epochs} "

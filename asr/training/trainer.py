@@ -154,7 +154,7 @@ class Trainer(TrainingSetup):
         if forecast and state.epoch < trainer.max_epochs and not self._out_of_steps() \
                 and not self.budget_spent:
             self.report.forecast(forecast, record["audio_sec_per_sec"], trainer.max_epochs,
-                                 trainer.max_minutes)
+                                 trainer.max_minutes, trainer.max_steps)
         if not self.is_main:
             return
         if improved:
