@@ -30,31 +30,15 @@ OURS_COMPILED = "ours (s2t_s), torch.compile"
 def race(device: torch.device, sizes: Sizes, pool: list[Clip], toy: bool) -> dict:
     """Ours (`model=s2t_s`; narrow when `toy`) against SpeechBrain's TransformerASR on batches
     of `pool`: each contender's parameters, throughput, FLOPs, MFU and losses."""
-    from asr.model import ModelDimensions
-    from asr.tokenizer import Tokenizer
-    from bench_common import alternate, median
-    from bench_training import default_config
-
-    model_cfg, features, train_cfg = default_config(
-        ["model=s2t_s", *(TOY_BENCH_MODEL if toy else [])])
-    tokenizer = Tokenizer.train([c.text for c in pool], train_cfg["tokenizer"]["vocab_size"])
-    batches, audio = bench_batches(device, sizes, pool, tokenizer, features.sample_rate)
-    dims = ModelDimensions(**{**model_cfg, "n_vocab": tokenizer.vocab_size})
+    dims, features, train_cfg, batches, audio = race_setup(device, sizes, pool, toy)
     contenders, notes = bench_contenders(device, dims, features, batches)
     steppers = {name: DeviceStepper(m, batches, train_cfg, device)
                 for name, m in contenders.items()}
-    peak_call, peak_flops, peak_dtype = matmul_peak(device, sizes.peak_size)
     flops = {name: round_flops(s) for name, s in steppers.items()}
-    times = alternate({**steppers, "matmul": peak_call}, sizes.bench_rounds)
-    peak = peak_flops / median(times["matmul"])
+    timed = time_rounds(steppers, flops, audio, sizes, device)
     details = {"notes": notes, "batches": len(batches), "audio_s_per_round": round(audio, 1),
                "utterances_per_batch": [len(b["lengths"]) for b in batches],
-               "precision": "bf16" if device.type == "cuda" else "fp32 (CPU)",
-               "peak": {"dtype": peak_dtype, "size": sizes.peak_size,
-                        "tflop_per_s": round(peak / 1e12, 3)},
-               "models": {name: bench_row(s, times[name], flops[name], audio, peak)
-                          for name, s in steppers.items()}}
-    details["time_breakdown"] = {name: time_breakdown(s, device) for name, s in steppers.items()}
+               "precision": "bf16" if device.type == "cuda" else "fp32 (CPU)", **timed}
     models = details["models"]
     if SPEECHBRAIN in models:  # the same sizes, front end and batches: the Transformers race
         details["ours_speedup_vs_speechbrain"] = round(
@@ -70,36 +54,55 @@ def race_compiled(device: torch.device, sizes: Sizes, pool: list[Clip], toy: boo
     are the eager model's (the same arithmetic)."""
     import copy
 
-    from asr.model import ModelDimensions, SpeechTransformer
+    from asr.model import SpeechTransformer
+
+    dims, features, train_cfg, batches, audio = race_setup(device, sizes, pool, toy)
+    torch.manual_seed(0)
+    eager = prepared(SpeechTransformer(dims, features), batches[0], device)
+    compiled = torch.compile(copy.deepcopy(eager), dynamic=True, backend=backend)
+    steppers = {OURS: DeviceStepper(eager, batches, train_cfg, device),
+                OURS_COMPILED: DeviceStepper(compiled, batches, train_cfg, device)}
+    started = time.perf_counter()
+    steppers[OURS_COMPILED]()  # the compiling round, also the warm-up
+    first = time.perf_counter() - started
+    flops = round_flops(steppers[OURS])
+    timed = time_rounds(steppers, dict.fromkeys(steppers, flops), audio, sizes, device, warmup=0)
+    models = timed["models"]
+    return {"backend": backend, "first_compiled_round_s": round(first, 2), **timed,
+            "compiled_speedup": round(models[OURS_COMPILED]["audio_s_per_s"]
+                                      / models[OURS]["audio_s_per_s"], 2)}
+
+
+def race_setup(device: torch.device, sizes: Sizes, pool: list[Clip], toy: bool) -> tuple:
+    """What every race shares: `model=s2t_s`'s dimensions (narrow when `toy`), the front end's
+    and training's configs, a tokenizer of the pool and its batches on the device, and the
+    seconds of audio in one round of them."""
+    from asr.model import ModelDimensions
     from asr.tokenizer import Tokenizer
-    from bench_common import alternate, median
     from bench_training import default_config
 
     model_cfg, features, train_cfg = default_config(
         ["model=s2t_s", *(TOY_BENCH_MODEL if toy else [])])
     tokenizer = Tokenizer.train([c.text for c in pool], train_cfg["tokenizer"]["vocab_size"])
     batches, audio = bench_batches(device, sizes, pool, tokenizer, features.sample_rate)
-    torch.manual_seed(0)
-    eager = SpeechTransformer(ModelDimensions(**{**model_cfg, "n_vocab": tokenizer.vocab_size}),
-                              features)
-    eager.frontend.set_cmvn([(batches[0]["wave"].cpu(), batches[0]["lengths"].cpu())])
-    eager = eager.to(device).train()
-    compiled = torch.compile(copy.deepcopy(eager), dynamic=True, backend=backend)
-    steppers = {OURS: DeviceStepper(eager, batches, train_cfg, device),
-                OURS_COMPILED: DeviceStepper(compiled, batches, train_cfg, device)}
-    started = time.perf_counter()
-    steppers[OURS_COMPILED]()
-    first = time.perf_counter() - started
-    flops = round_flops(steppers[OURS])
-    peak_call, peak_flops, _ = matmul_peak(device, sizes.peak_size)
-    times = alternate({**steppers, "matmul": peak_call}, sizes.bench_rounds, warmup=0)
+    dims = ModelDimensions(**{**model_cfg, "n_vocab": tokenizer.vocab_size})
+    return dims, features, train_cfg, batches, audio
+
+
+def time_rounds(steppers: dict[str, "DeviceStepper"], flops: dict[str, int], audio: float,
+                sizes: Sizes, device: torch.device, warmup: int = 1) -> dict:
+    """The contenders' rounds alternated with the matmul peak's: the peak, each contender's
+    figures (`bench_row`) and each one's time breakdown."""
+    from bench_common import alternate, median
+
+    peak_call, peak_flops, peak_dtype = matmul_peak(device, sizes.peak_size)
+    times = alternate({**steppers, "matmul": peak_call}, sizes.bench_rounds, warmup=warmup)
     peak = peak_flops / median(times["matmul"])
-    models = {name: bench_row(s, times[name], flops, audio, peak) for name, s in steppers.items()}
-    return {"backend": backend, "first_compiled_round_s": round(first, 2),
-            "peak_tflop_per_s": round(peak / 1e12, 3), "models": models,
-            "compiled_speedup": round(models[OURS_COMPILED]["audio_s_per_s"]
-                                      / models[OURS]["audio_s_per_s"], 2),
-            "time_breakdown": {n: time_breakdown(s, device) for n, s in steppers.items()}}
+    return {"peak": {"dtype": peak_dtype, "size": sizes.peak_size,
+                     "tflop_per_s": round(peak / 1e12, 3)},
+            "models": {name: bench_row(s, times[name], flops[name], audio, peak)
+                       for name, s in steppers.items()},
+            "time_breakdown": {name: time_breakdown(s, device) for name, s in steppers.items()}}
 
 
 def bench_row(stepper: "DeviceStepper", seconds: list[float], flops: int, audio: float,
@@ -166,14 +169,17 @@ def bench_contenders(device: torch.device, dims, features, batches: list[dict]
         builders[SPEECHBRAIN] = lambda: PeerModel(stacked, features, "speechbrain")
     except ImportError as err:
         notes.append(f"SpeechBrain skipped: not importable ({err})")
-    first = batches[0]
     models = {}
     for name, build in builders.items():
         torch.manual_seed(0)
-        model = build()
-        model.frontend.set_cmvn([(first["wave"].cpu(), first["lengths"].cpu())])
-        models[name] = model.to(device).train()
+        models[name] = prepared(build(), batches[0], device)
     return models, notes
+
+
+def prepared(model: torch.nn.Module, first: dict, device: torch.device) -> torch.nn.Module:
+    """A contender ready to train: CMVN from the first batch, on the device."""
+    model.frontend.set_cmvn([(first["wave"].cpu(), first["lengths"].cpu())])
+    return model.to(device).train()
 
 
 class DeviceStepper:

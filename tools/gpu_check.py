@@ -471,7 +471,7 @@ def bench_step(check: Check) -> dict:
 
 def bench_compiled_step(check: Check) -> dict:
     """Ours eager against ours under `torch.compile` on the race's batches (Inductor on the
-    GPU, aot_eager on the CPU toy): what fusing the launch-bound step's kernels gains."""
+    GPU, Dynamo alone on the CPU toy): what fusing the launch-bound step's kernels gains."""
     from gpu_bench import OURS_COMPILED, race_compiled
 
     details = race_compiled(check.device, check.sizes,
@@ -493,11 +493,10 @@ def steps(check: Check) -> list[tuple[str, Callable[[], dict]]]:
              ("ddp_torchrun", lambda: ddp_train_step(check)),
              ("ddp_collectives", lambda: ddp_collectives_step(check)),
              ("bench_s2t_s", lambda: bench_step(check))]
-    compiled = ("bf16", "fp32", "fp16") if check.device.type == "cuda" else ("fp32",)
-    plan += [(f"train_{p}_compiled", lambda p=p: train_step(check, p, True)) for p in compiled]
-    plan.insert(len(plan) - len(compiled) + 1,
-                ("bench_s2t_s_compiled", lambda: bench_compiled_step(check)))
-    return plan
+    first, *rest = ("bf16", "fp32", "fp16") if check.device.type == "cuda" else ("fp32",)
+    compiled = lambda p: (f"train_{p}_compiled", lambda: train_step(check, p, True))  # noqa: E731
+    plan += [compiled(first), ("bench_s2t_s_compiled", lambda: bench_compiled_step(check))]
+    return plan + [compiled(p) for p in rest]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
