@@ -20,6 +20,7 @@ separate pieces that attention composes:
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils import skip_init
 
 from asr.positions import RelativePosition, Rotary
 
@@ -39,17 +40,25 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_head: int, pos: str | None = None, max_distance: int = 16,
-                 window: int = 0) -> None:
+                 window: int = 0, cross: bool = False) -> None:
+        """Self-attention projects queries, keys and values of its input by one packed linear
+        layer (`qkv`); cross-attention (`cross`) projects queries of its input (`query`) and
+        keys and values of the other sequence (`kv`). A training step on a GPU is bound by
+        kernel launches (BENCHMARKS.md section 9): one GEMM in place of three launches a third
+        of the projections' kernels, forward and backward, and casts the input to bf16 once;
+        on the CPU the packed layout is as fast (section 7)."""
         super().__init__()
-        self.n_head = n_head
-        self.query = nn.Linear(d_model, d_model)
-        self.key = nn.Linear(d_model, d_model)
-        self.value = nn.Linear(d_model, d_model)
+        self.n_head, self.d_model = n_head, d_model
+        query, key, value = (nn.Linear(d_model, d_model) for _ in range(3))
+        self.qkv = None if cross else packed([query, key, value])
+        self.query = query if cross else None
+        self.kv = packed([key, value]) if cross else None
         self.out = nn.Linear(d_model, d_model)
         head_dim = d_model // n_head
         self.rotary = Rotary(head_dim) if pos == "rope" else None
         self.relative = RelativePosition(head_dim, max_distance) if pos == "relative" else None
         self.window = window
+        self.register_load_state_dict_pre_hook(_packed_projections)
 
     def forward(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
                 positions: Tensor | None = None, key_positions: Tensor | None = None,
@@ -62,28 +71,43 @@ class MultiHeadAttention(nn.Module):
         hold fewer rows than `x` when several hypotheses of one utterance (beam search)
         attend to its encoder states: rows of `x` come in equal groups per source row.
         """
-        q = self.queries(x, positions)
-        if cache is not None:
-            k, v = cache.keys_values(self, source, key_positions)
-            key_positions = None  # the cache holds every key from position 0 on
+        if self.qkv is not None and source is x:  # self-attention: one projection
+            q, k, v = (split_heads(t, self.n_head) for t in self.qkv(x).chunk(3, -1))
+            q, k = self._rotated(q, positions), self._rotated(k, key_positions)
+            if cache is not None:
+                k, v = cache.extend(k, v)
         else:
-            k, v = self.project(source, key_positions)
+            q = self.queries(x, positions)
+            k, v = (cache.keys_values(self, source, key_positions) if cache is not None
+                    else self.project(source, key_positions))
+        if cache is not None:
+            key_positions = None  # the cache holds every key from position 0 on
         group = q.shape[0] // k.shape[0]
         y = self.attend(fold_groups(q, group), k, v, mask, positions, key_positions)
         return self.out(merge_heads(unfold_groups(y, group)))
 
     def queries(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
         """(batch, heads, time, head_dim), rotated to their `positions` for RoPE."""
-        q = split_heads(self.query(x), self.n_head)
-        return q if self.rotary is None else self.rotary(q, positions)
+        q = self.query(x) if self.query is not None else F.linear(
+            x, self.qkv.weight[:self.d_model], self.qkv.bias[:self.d_model])
+        return self._rotated(split_heads(q, self.n_head), positions)
 
     def project(self, source: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Keys and values (batch, heads, time, head_dim); keys rotated to `positions` for RoPE.
+        """Keys and values (batch, heads, time, head_dim); keys rotated to `positions` for RoPE."""
+        kv = self.kv(source) if self.kv is not None else F.linear(
+            source, self.qkv.weight[self.d_model:], self.qkv.bias[self.d_model:])
+        k, v = (split_heads(t, self.n_head) for t in kv.chunk(2, -1))
+        return self._rotated(k, positions), v
 
-        Separate projections, as whisper's: one GEMM of the concatenated q, k, v weights is no
-        faster on CPU (BENCHMARKS.md, implementation choices)."""
-        k, v = split_heads(self.key(source), self.n_head), split_heads(self.value(source), self.n_head)
-        return (k if self.rotary is None else self.rotary(k, positions)), v
+    def projection_weights(self) -> dict[str, Tensor]:
+        """Each projection's (d_model x d_model) weight by name (query, key, value, out): views
+        into the packed layers, for an initialisation that treats them as separate layers."""
+        packed = self.qkv.weight.split(self.d_model) if self.qkv is not None else \
+            (self.query.weight, *self.kv.weight.split(self.d_model))
+        return {**dict(zip(("query", "key", "value"), packed, strict=True)), "out": self.out.weight}
+
+    def _rotated(self, t: Tensor, positions: Tensor | None) -> Tensor:
+        return t if self.rotary is None else self.rotary(t, positions)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                positions: Tensor | None = None, key_positions: Tensor | None = None) -> Tensor:
@@ -211,9 +235,15 @@ class KVCache:
 
     def keys_values(self, attn: MultiHeadAttention, source: Tensor,
                     positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Every key and value so far: a cross-attention cache's, projected on its first
+        step; a growing one's with `source`'s rows projected and appended."""
         if self.k is not None and not self.grows:
             return self.k, self.v
-        k, v = attn.project(source, positions)
+        return self.extend(*attn.project(source, positions))
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """The cached keys and values followed in time by these new ones, kept for the next
+        step."""
         if self.k is not None:
             k, v = self._append(self.k, k), self._append(self.v, v)
             self.rows = None
@@ -266,3 +296,41 @@ class DecoderCache:
             cache.select(utterances)
             if cache.k is not None:
                 cache.k, cache.v = cache.k[:, :, :frames], cache.v[:, :, :frames]
+
+
+def packed(layers: list[nn.Linear]) -> nn.Linear:
+    """One linear layer computing `layers`' outputs side by side, with their initial weights:
+    drawn as separate layers draw them, so a seed gives the model it gave the separate ones."""
+    device = layers[0].weight.device
+    layer = skip_init(nn.Linear, layers[0].in_features, sum(x.out_features for x in layers),
+                      device=device)
+    with torch.no_grad():
+        layer.weight.copy_(torch.cat([x.weight for x in layers]))
+        layer.bias.copy_(torch.cat([x.bias for x in layers]))
+    return layer
+
+
+def pack_projections(state: dict[str, Tensor], network: nn.Module) -> None:
+    """Rewrites `state` in place for `network`'s packed attention layers where it holds
+    separate query, key and value layers (whisper's layout, which models of this package
+    were saved in before), so that such models still load."""
+    for name, module in network.named_modules():
+        if isinstance(module, MultiHeadAttention):
+            _packed_projections(module, state, f"{name}." if name else "")
+
+
+def _packed_projections(module: MultiHeadAttention, state: dict, prefix: str, *_) -> None:
+    """One layer of `pack_projections` (also `load_state_dict`'s pre-hook): the separate
+    weights and biases stacked in query, key, value order."""
+    names = ("query", "key", "value") if module.qkv is not None else ("key", "value")
+    packed = "qkv" if module.qkv is not None else "kv"
+    for kind in ("weight", "bias"):
+        keys = [f"{prefix}{name}.{kind}" for name in names]
+        if not all(k in state for k in keys):
+            continue
+        try:
+            state[f"{prefix}{packed}.{kind}"] = torch.cat([state[k] for k in keys])
+        except RuntimeError:  # parts that do not stack: left for the shape check to name
+            continue
+        for k in keys:
+            del state[k]

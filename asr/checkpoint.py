@@ -35,6 +35,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.optim.lr_scheduler import LRScheduler
 
+from asr.attention import pack_projections
 from asr.features import FeatureConfig, FrontEnd
 from asr.model import ModelDimensions, SpeechTransformer
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
@@ -310,6 +311,7 @@ def load_model_dir(directory: str | Path, device: str | torch.device = "cpu",
             network = SpeechTransformer(dims, features, frontend)
     except (RuntimeError, ValueError) as err:
         raise ModelDirError(f"{directory / CONFIG}: {first_line(err)}") from None
+    pack_projections(state, network)
     check_shapes(state, network, directory / WEIGHTS)
     model = SpeechTransformer(dims, features, frontend)
     model.load_state_dict(state)

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from asr.attention import DecoderCache
+from asr.attention import DecoderCache, pack_projections
 from asr.checkpoint import (
     MAX_TOKENIZER_BYTES,
     ModelDirError,
@@ -110,7 +110,9 @@ def load_lm(directory: str | Path, tokenizer: Tokenizer,
                             f"{tokenizer.vocab_size} pieces")
     state = check_state_dict(saved["state_dict"], path)
     with torch.device("meta"):
-        check_shapes(state, TokenLM(dims), path)
+        network = TokenLM(dims)
+    pack_projections(state, network)
+    check_shapes(state, network, path)
     lm = TokenLM(dims)
     lm.load_state_dict(state)
     return lm.to(device).eval()

@@ -119,7 +119,7 @@ class ResidualAttentionBlock(nn.Module):
         self.attn = MultiHeadAttention(d, dims.n_head, dims.attention_pos,
                                        dims.max_relative_distance, window)
         self.attn_ln = norm(d)
-        self.cross_attn = MultiHeadAttention(d, dims.n_head) if cross_attention else None
+        self.cross_attn = MultiHeadAttention(d, dims.n_head, cross=True) if cross_attention else None
         self.cross_attn_ln = norm(d) if cross_attention else None
         self.mlp = nn.Sequential(nn.Linear(d, dims.d_ff), nn.ReLU(), nn.Linear(dims.d_ff, d))
         self.mlp_ln = norm(d)
@@ -279,9 +279,15 @@ class SpeechTransformer(nn.Module):
         training diverges.
         """
         dims = self.dims
+        attention = [m for m in self.modules() if isinstance(m, MultiHeadAttention)]
+        packed = {id(x) for m in attention for x in m.modules() if isinstance(x, nn.Linear)}
         for module in self.modules():
+            if isinstance(module, MultiHeadAttention):  # each packed projection on its own
+                for weight in module.projection_weights().values():
+                    nn.init.xavier_uniform_(weight)
             if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
+                if id(module) not in packed:
+                    nn.init.xavier_uniform_(module.weight)
                 nn.init.zeros_(module.bias)
         self.encoder.embed.weight.mul_((9 * dims.n_encoder_layers) ** -0.25)
         tokens = self.decoder.token_embedding.weight
@@ -292,8 +298,8 @@ class SpeechTransformer(nn.Module):
             for block in blocks:
                 for attn in (block.attn, block.cross_attn):
                     if attn is not None:
-                        attn.value.weight.mul_(scale)
-                        attn.out.weight.mul_(scale)
+                        for name in ("value", "out"):
+                            attn.projection_weights()[name].mul_(scale)
                 block.mlp[0].weight.mul_(scale)
                 block.mlp[2].weight.mul_(scale)
 

@@ -93,23 +93,28 @@ def test_batch_of_empty_transcripts_trains():
     losses["loss"].backward()
 
 
-@pytest.mark.parametrize("pos", [None, "rope"])
+@pytest.mark.parametrize("pos, cross", [(None, False), ("rope", False), (None, True)])
 @pytest.mark.parametrize("queries, keys", [(7, 7), (5, 12), (20, 70), (90, 90)])
-def test_attention_equals_the_textbook_formula(pos, queries, keys):
+def test_attention_equals_the_textbook_formula(pos, cross, queries, keys):
     """Attention computes softmax(q k^T / sqrt(d)) v of the projected (and, for RoPE, rotated)
     q, k, v, gradients too, for self-attention (queries == keys) and attention to another
-    sequence, with short and long key sequences and padded keys."""
+    sequence, with short and long key sequences and padded keys, in both packed layouts (one
+    q, k, v projection; a query and a key-value projection)."""
     torch.manual_seed(0)
-    attn = MultiHeadAttention(32, 4, pos)
+    attn = MultiHeadAttention(32, 4, pos, cross=cross)
     x = torch.randn(3, max(queries, keys), 32, requires_grad=True)
     key_mask = (torch.arange(keys)[None, :] < torch.tensor([keys, keys - 3, 2])[:, None])
     mask = key_mask[:, None, None, :]
     source = x[:, :keys] if queries != keys else x
+    weights = attn.projection_weights()
+    biases = dict(zip(("query", "key", "value"), attn.qkv.bias.split(32) if not cross
+                      else (attn.query.bias, *attn.kv.bias.split(32)), strict=True))
 
-    def split(t: torch.Tensor) -> torch.Tensor:
-        return t.unflatten(-1, (4, 8)).transpose(1, 2)
+    def projected(name: str, t: torch.Tensor) -> torch.Tensor:
+        return F.linear(t, weights[name], biases[name]).unflatten(-1, (4, 8)).transpose(1, 2)
 
-    q, k, v = split(attn.query(x[:, :queries])), split(attn.key(source)), split(attn.value(source))
+    q, k, v = (projected("query", x[:, :queries]), projected("key", source),
+               projected("value", source))
     if pos == "rope":
         q, k = attn.rotary(q, torch.arange(queries)), attn.rotary(k, torch.arange(keys))
     expected = attn.out(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)

@@ -273,6 +273,8 @@ def edit_weights(path, edit) -> None:
      "weights do not fit the config (ctc.bias is (7,), the config makes (20,))"),
     (lambda s: {k: v for k, v in s.items() if k != "ctc.bias"},
      "weights do not fit the config (1 tensor(s) missing, e.g. ctc.bias)"),
+    (lambda s: {**unpacked(s), "encoder.blocks.0.attn.key.weight": torch.zeros(3, 3)},
+     "weights do not fit the config (1 tensor(s) missing, e.g. encoder.blocks.0.attn.qkv.weight)"),
 ])
 def test_weights_must_be_finite_tensors_of_the_configs_shapes(model_dir, edit, problem):
     """NaN weights used to decode every input to nothing, with exit status 0."""
@@ -280,6 +282,33 @@ def test_weights_must_be_finite_tensors_of_the_configs_shapes(model_dir, edit, p
     with pytest.raises(ModelDirError) as caught:
         load_model_dir(model_dir)
     assert str(caught.value) == f"{model_dir / WEIGHTS}: {problem}"
+
+
+def unpacked(state: dict) -> dict:
+    """`state` with separate query, key and value layers (whisper's layout) in place of the
+    packed `qkv` (self-attention) and `kv` (cross-attention) ones."""
+    out = {}
+    for key, value in state.items():
+        for packed, names in ((".qkv.", ("query", "key", "value")), (".kv.", ("key", "value"))):
+            if packed in key:
+                head, kind = key.split(packed)
+                out |= {f"{head}.{name}.{kind}": part
+                        for name, part in zip(names, value.chunk(len(names)), strict=True)}
+                break
+        else:
+            out[key] = value
+    return out
+
+
+def test_weights_with_separate_query_key_value_layers_load_packed(model_dir):
+    """A model saved with separate projections (whisper's layout) loads into the packed
+    layers with the same numbers."""
+    packed = load_model_dir(model_dir)[0].state_dict()
+    edit_weights(model_dir / WEIGHTS, unpacked)
+    assert "decoder.blocks.0.cross_attn.value.bias" in torch.load(model_dir / WEIGHTS)
+    loaded = load_model_dir(model_dir)[0].state_dict()
+    assert loaded.keys() == packed.keys()
+    assert all(torch.equal(loaded[k], packed[k]) for k in packed)
 
 
 def test_the_tokenizer_must_be_the_models(model_dir):
