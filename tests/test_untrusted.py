@@ -192,7 +192,7 @@ def test_a_billion_laughs_in_config_yaml_is_refused_at_once(model_dir, tmp_path)
     cfg = train_config(tmp_path / "new", tmp_path / "train.jsonl", f"trainer.init_from={model_dir}")
     with pytest.raises(TrainingError, match=f"^trainer.init_from: {re.escape(expected)}$"):
         Trainer(cfg)
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 30  # not minutes (about 1 s; 11 s on a busy machine)
     result = subprocess.run([sys.executable, "-m", "asr.transcribe", "--model", str(model_dir),
                              str(fsdd_file(1))], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)
