@@ -58,6 +58,23 @@ def test_training_contenders_have_equal_size(tmp_path):
     assert "| front end (features) |" in stdout and "| fused |" in stdout
 
 
+def test_launches_counts_every_contenders_ops_per_step(tmp_path):
+    """The GPU race's host-bound proxy: s2t_s's depth at d_model 16 in CPU bf16 autocast.
+    Ours runs one GEMM per linear layer: 92 with a bias (12 encoder layers x 4, 6 decoder
+    layers x 7, the input projection and the CTC head), the attention projections packed."""
+    stdout, result = bench(tmp_path, "bench_launches", "--steps", "1")
+    models = result["models"]
+    assert "12+6 layers" in result["shape"] and "d_model 16" in result["shape"]
+    ours = [m for name, m in models.items() if name.startswith("ours")]
+    assert len(ours) == 2 and all(m["ops"]["addmm"] == 92 for m in ours)
+    assert all(0 < m["kernels_per_step"] < m["ops_per_step"] and m["step_ms"] > 0
+               for m in models.values())
+    if HAVE["speechbrain"]:
+        sb = models["SpeechBrain TransformerASR"]
+        assert all(m["kernels_per_step"] < sb["kernels_per_step"] for m in ours)
+        assert "| SpeechBrain TransformerASR |" in stdout
+
+
 def test_efficiency_shares_add_up(tmp_path):
     _, result = bench(tmp_path, "bench_efficiency", "--batches", "1", "--pool", "6",
                       "--peak-size", "256", "model=tiny")

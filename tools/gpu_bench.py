@@ -73,16 +73,17 @@ def race_compiled(device: torch.device, sizes: Sizes, pool: list[Clip], toy: boo
                                       / models[OURS]["audio_s_per_s"], 2)}
 
 
-def race_setup(device: torch.device, sizes: Sizes, pool: list[Clip], toy: bool) -> tuple:
-    """What every race shares: `model=s2t_s`'s dimensions (narrow when `toy`), the front end's
-    and training's configs, a tokenizer of the pool and its batches on the device, and the
-    seconds of audio in one round of them."""
+def race_setup(device: torch.device, sizes: Sizes, pool: list[Clip], toy: bool,
+               narrow: list[str] | None = None) -> tuple:
+    """What every race shares: `model=s2t_s`'s dimensions (changed by the `narrow` overrides,
+    TOY_BENCH_MODEL's when `toy`), the front end's and training's configs, a tokenizer of the
+    pool and its batches on the device, and the seconds of audio in one round of them."""
     from asr.model import ModelDimensions
     from asr.tokenizer import Tokenizer
     from bench_training import default_config
 
     model_cfg, features, train_cfg = default_config(
-        ["model=s2t_s", *(TOY_BENCH_MODEL if toy else [])])
+        ["model=s2t_s", *(narrow if narrow is not None else TOY_BENCH_MODEL if toy else [])])
     tokenizer = Tokenizer.train([c.text for c in pool], train_cfg["tokenizer"]["vocab_size"])
     batches, audio = bench_batches(device, sizes, pool, tokenizer, features.sample_rate)
     dims = ModelDimensions(**{**model_cfg, "n_vocab": tokenizer.vocab_size})
