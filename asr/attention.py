@@ -298,6 +298,9 @@ class DecoderCache:
                 cache.k, cache.v = cache.k[:, :, :frames], cache.v[:, :, :frames]
 
 
+SEPARATE = {"qkv": ("query", "key", "value"), "kv": ("key", "value")}  # packed: its parts
+
+
 def packed(layers: list[nn.Linear]) -> nn.Linear:
     """One linear layer computing `layers`' outputs side by side, with their initial weights:
     drawn as separate layers draw them, so a seed gives the model it gave the separate ones."""
@@ -319,11 +322,21 @@ def pack_projections(state: dict[str, Tensor], network: nn.Module) -> None:
             _packed_projections(module, state, f"{name}." if name else "")
 
 
+def separate_names(name: str) -> list[str]:
+    """The names a packed projection's parameter had as separate layers, in their packed order
+    ("x.qkv.bias" -> "x.query.bias", "x.key.bias", "x.value.bias"); another name alone."""
+    head, _, kind = name.rpartition(".")
+    prefix, _, layer = head.rpartition(".")
+    parts = SEPARATE.get(layer)
+    return [f"{prefix}.{part}.{kind}" if prefix else f"{part}.{kind}" for part in parts] \
+        if parts else [name]
+
+
 def _packed_projections(module: MultiHeadAttention, state: dict, prefix: str, *_) -> None:
     """One layer of `pack_projections` (also `load_state_dict`'s pre-hook): the separate
     weights and biases stacked in query, key, value order."""
-    names = ("query", "key", "value") if module.qkv is not None else ("key", "value")
     packed = "qkv" if module.qkv is not None else "kv"
+    names = SEPARATE[packed]
     for kind in ("weight", "bias"):
         keys = [f"{prefix}{name}.{kind}" for name in names]
         if not all(k in state for k in keys):

@@ -94,7 +94,8 @@ def test_time_budget_ends_the_run_cleanly(tmp_path):
 
 
 def test_resume_matches_uninterrupted_run(tmp_path):
-    """Stopping after one epoch and resuming gives the same weights as training straight on."""
+    """Stopping after one epoch and resuming gives the same weights as training straight on,
+    from a checkpoint saved with separate query, key and value layers too."""
     from asr.train import Trainer
 
     manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[:4])
@@ -102,12 +103,43 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     straight = Trainer(train_config(tmp_path / "a", manifest, "trainer.max_epochs=2", *common))
     straight.fit()
     Trainer(train_config(tmp_path / "b", manifest, "trainer.max_epochs=1", *common)).fit()
-    resumed = Trainer(train_config(tmp_path / "b", manifest, "trainer.max_epochs=2",
-                                   "trainer.resume=true", *common))
-    resumed.fit()
-    for (name, a), b in zip(straight.model.state_dict().items(),
-                            resumed.model.state_dict().values(), strict=True):
-        assert torch.allclose(a, b, atol=1e-6), name
+    shutil.copytree(tmp_path / "b", tmp_path / "c")
+    checkpoint = tmp_path / "c" / "model" / CHECKPOINT
+    torch.save(separate_layout(load_torch(checkpoint), straight.model), checkpoint)
+    for run in ("b", "c"):
+        resumed = Trainer(train_config(tmp_path / run, manifest, "trainer.max_epochs=2",
+                                       "trainer.resume=true", *common))
+        resumed.fit()
+        for (name, a), b in zip(straight.model.state_dict().items(),
+                                resumed.model.state_dict().values(), strict=True):
+            assert torch.allclose(a, b, atol=1e-6), (run, name)
+
+
+def separate_layout(ckpt: dict, model: torch.nn.Module) -> dict:
+    """`ckpt` as it was saved before attention packed its projections: separate query, key
+    and value layers, each a weight then a bias, in the model's order and in the optimiser's."""
+    from asr.attention import separate_names
+
+    weights, moments = {}, {}
+    params = dict(model.named_parameters())
+    states = dict(zip(params, (ckpt["optimizer"]["state"][i] for i in range(len(params))),
+                      strict=True))
+    for name, value in ckpt["model"].items():
+        parts = separate_names(name)
+        if len(parts) == 1:
+            weights[name], moments[name] = value, states.get(name)
+        elif name.endswith(".weight"):  # a packed weight: each part's weight, then its bias
+            bias = name.removesuffix("weight") + "bias"
+            for i, pair in enumerate(zip(parts, separate_names(bias), strict=True)):
+                for key, source in zip(pair, (name, bias), strict=True):
+                    weights[key] = ckpt["model"][source].chunk(len(parts))[i]
+                    moments[key] = {k: v.chunk(len(parts))[i] if v.dim() else v
+                                    for k, v in states[source].items()}
+    kept = [name for name in weights if moments.get(name) is not None]
+    optimizer = {"state": {i: moments[name] for i, name in enumerate(kept)},
+                 "param_groups": [{**ckpt["optimizer"]["param_groups"][0],
+                                   "params": list(range(len(kept)))}]}
+    return {**ckpt, "model": weights, "optimizer": optimizer}
 
 
 def test_fine_tuning_starts_from_the_trained_model(overfit_model, tmp_path):
