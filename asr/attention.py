@@ -335,14 +335,13 @@ def separate_names(name: str) -> list[str]:
 def _packed_projections(module: MultiHeadAttention, state: dict, prefix: str, *_) -> None:
     """One layer of `pack_projections` (also `load_state_dict`'s pre-hook): the separate
     weights and biases stacked in query, key, value order."""
-    packed = "qkv" if module.qkv is not None else "kv"
-    names = SEPARATE[packed]
+    layer = "qkv" if module.qkv is not None else "kv"
     for kind in ("weight", "bias"):
-        keys = [f"{prefix}{name}.{kind}" for name in names]
+        keys = [f"{prefix}{name}.{kind}" for name in SEPARATE[layer]]
         if not all(k in state for k in keys):
             continue
         try:
-            state[f"{prefix}{packed}.{kind}"] = torch.cat([state[k] for k in keys])
+            state[f"{prefix}{layer}.{kind}"] = torch.cat([state[k] for k in keys])
         except RuntimeError:  # parts that do not stack: left for the shape check to name
             continue
         for k in keys:

@@ -298,8 +298,9 @@ class SpeechTransformer(nn.Module):
             for block in blocks:
                 for attn in (block.attn, block.cross_attn):
                     if attn is not None:
-                        for name in ("value", "out"):
-                            attn.projection_weights()[name].mul_(scale)
+                        weights = attn.projection_weights()
+                        weights["value"].mul_(scale)
+                        weights["out"].mul_(scale)
                 block.mlp[0].weight.mul_(scale)
                 block.mlp[2].weight.mul_(scale)
 

@@ -91,6 +91,11 @@ def conditions(waves: list[torch.Tensor], noises: list[torch.Tensor],
     return out
 
 
+def median_or_none(values: list[float]) -> float | None:
+    """The median, or None for no values (a latency stream in which nothing was heard)."""
+    return statistics.median(values) if values else None
+
+
 def score(recognizer: IntentRecognizer, waves: list[torch.Tensor],
           expected: list[tuple[str | None, dict]]) -> list[Result]:
     """(expected intent, slots, what was understood) for each waveform. Loud noisy mixes
@@ -118,11 +123,10 @@ def latency(recognizer: IntentRecognizer, commands: list[dict], count: int, seed
                      VADConfig(**cfg.vad), RATE, Console(lambda line: None), cfg.early_ms)
     block = RATE * cfg.block_ms // 1000
     turns = demo.run((wave[i:i + block], time.monotonic()) for i in range(0, len(wave), block))
-    median = lambda values: statistics.median(values) if values else None  # noqa: E731
     return {"commands": len(picked), "utterances": len(turns),
-            "median_latency_s": median([t.latency for t in turns]),
-            "median_wait_s": median([t.wait for t in turns]),
-            "median_recognition_s": median([t.latency - t.wait for t in turns]),
+            "median_latency_s": median_or_none([t.latency for t in turns]),
+            "median_wait_s": median_or_none([t.wait for t in turns]),
+            "median_recognition_s": median_or_none([t.latency - t.wait for t in turns]),
             "early": sum(t.early for t in turns), "early_ms": cfg.early_ms,
             "end_silence_ms": cfg.vad.end_silence_ms}
 

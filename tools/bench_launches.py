@@ -57,11 +57,12 @@ class AutocastStepper(DeviceStepper):
 
 
 def count_ops(stepper: DeviceStepper) -> Counter[str]:
-    """The ops of one step (the stepper's one batch), after a warm-up step."""
+    """The ops of one step, from a round of the stepper's (equal) steps after a warm-up round."""
     stepper()
     with OpCounter() as counter:
         stepper()
-    return counter.counts
+    steps = len(stepper.batches)
+    return Counter({op: n // steps for op, n in counter.counts.items()})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,8 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     models, notes = bench_contenders(device, dims, features, batches)
     steppers = {name: AutocastStepper(m, batches[:1] * args.steps, train_cfg, device)
                 for name, m in models.items()}
-    ops = {name: count_ops(AutocastStepper(m, batches[:1], train_cfg, device))
-           for name, m in models.items()}
+    ops = {name: count_ops(stepper) for name, stepper in steppers.items()}
     times = alternate(steppers, args.rounds, warmup=1)
     base = median(times[SPEECHBRAIN]) if SPEECHBRAIN in times else None
     rows, results = [], {}

@@ -494,7 +494,10 @@ def steps(check: Check) -> list[tuple[str, Callable[[], dict]]]:
              ("ddp_collectives", lambda: ddp_collectives_step(check)),
              ("bench_s2t_s", lambda: bench_step(check))]
     first, *rest = ("bf16", "fp32", "fp16") if check.device.type == "cuda" else ("fp32",)
-    compiled = lambda p: (f"train_{p}_compiled", lambda: train_step(check, p, True))  # noqa: E731
+
+    def compiled(precision: str) -> tuple[str, Callable[[], dict]]:
+        return f"train_{precision}_compiled", lambda: train_step(check, precision, True)
+
     plan += [compiled(first), ("bench_s2t_s_compiled", lambda: bench_compiled_step(check))]
     return plan + [compiled(p) for p in rest]
 
