@@ -62,6 +62,9 @@ class Trainer(TrainingSetup):
                 self.train_epoch()
                 self.end_epoch(self._timed_evaluate())
             if self.budget_spent:
+                # The state as of the stop: the last save came before the time it was decided
+                # at, and a resumed run would take that gap for time left to train in.
+                self.save_checkpoint()
                 self.report.budget_stop(self.cfg.trainer.max_minutes, self.state.epoch,
                                         self.cfg.trainer.max_epochs, self.cut, self.state.step,
                                         self.clock.elapsed())
