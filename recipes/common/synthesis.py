@@ -4,12 +4,20 @@ Each utterance gets a random speed and pitch, a random vocal-tract length (a res
 that shifts formants, as in VTLP), random leading and trailing silence, coloured noise plus
 mains hum at a random SNR (most utterances) and a random level. Everything is drawn from
 (seed, split, index), so the corpus is the same for any number of worker processes.
+
+An engine's raw speech is kept in a cache (ASR_TTS_CACHE, default ~/.cache/asr/tts) named by what
+it depends on, so that preparing a corpus again speaks nothing again: Kokoro's neural voices take
+about a CPU second per second of speech.
 """
 
+import hashlib
+import json
 import os
 import subprocess
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -19,7 +27,7 @@ import soundfile as sf
 
 from asr.grammar import Sentence
 from asr.progress import progress
-from recipes.common import SPLITS
+from recipes.common import SPLITS, kokoro
 from recipes.common.voices import FLITE_F0, Voice
 
 # Vocal-tract length warp: the speech is resampled as if recorded at rate * warp, scaling every
@@ -33,6 +41,12 @@ PADDING = (0.05, 0.4)  # seconds of silence before and after the speech, drawn u
 # engines' mix of voices, speeds and warps (a least-squares fit on two synthesised corpora,
 # BENCHMARKS.md), so that a corpus can be sized in hours before it is synthesised.
 SPEECH_SECONDS = (0.25, 0.0516)
+# Bumped when an engine is called differently for the same parameters: the cache's old entries
+# then go unused.
+CACHE_FORMAT = 1
+# How many of synthesize_all's utterances an engine spoke ("synthesised") and the cache served
+# ("cached"), over this process's calls, its workers' included.
+STATS: Counter[str] = Counter()
 
 
 def expected_seconds(text: str) -> float:
@@ -58,39 +72,93 @@ class Job:
         return f"wavs/{self.split}/{self.split}_{self.index:06d}.wav"
 
 
-def _engine_command(voice: Voice, text: str, wav: str, rng: np.random.Generator) -> list[str]:
-    """The synthesiser's argument list with a random speed (and pitch where it takes one)."""
+def draw_parameters(voice: Voice, rng: np.random.Generator) -> dict[str, str]:
+    """The engine's random speed (and pitch where it takes one), as the engine is given them."""
+    if voice.engine == "espeak-ng":
+        return {"speed": str(rng.integers(130, 201)), "pitch": str(rng.integers(30, 71))}
+    factor = f"{rng.uniform(0.85, 1.2):.2f}"
+    if voice.engine == "kokoro":
+        return {"speed": factor}
+    if voice.engine == "flite" and voice.name in FLITE_F0:
+        return {"stretch": factor, "f0": f"{rng.uniform(*FLITE_F0[voice.name]):.0f}"}
+    return {"stretch": factor}
+
+
+def _engine_command(voice: Voice, text: str, wav: str, parameters: dict[str, str]) -> list[str]:
+    """The synthesiser's argument list, writing `wav`."""
     if voice.engine == "espeak-ng":
         # -a 40: full amplitude clips with some variants; the level is set later anyway.
-        return ["espeak-ng", "-v", voice.name, "-s", str(rng.integers(130, 201)),
-                "-p", str(rng.integers(30, 71)), "-a", "40", "-w", wav, text]
-    stretch = f"{rng.uniform(0.85, 1.2):.2f}"
+        return ["espeak-ng", "-v", voice.name, "-s", parameters["speed"], "-p", parameters["pitch"],
+                "-a", "40", "-w", wav, text]
+    stretch = parameters["stretch"]
     if voice.engine == "flite":
-        pitch = []
-        if voice.name in FLITE_F0:
-            f0 = rng.uniform(*FLITE_F0[voice.name])
-            pitch = ["--setf", f"int_f0_target_mean={f0:.0f}"]
+        pitch = ["--setf", f"int_f0_target_mean={parameters['f0']}"] if "f0" in parameters else []
         return ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch}", *pitch,
                 "-t", text, "-o", wav]
     return ["text2wave", "-o", wav, "-eval", f"(voice_{voice.name})",
             "-eval", f"(Parameter.set 'Duration_Stretch {stretch})"]
 
 
-def synthesize(voice: Voice, text: str, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """Speak `text` into a temporary WAV and read it back as mono float32."""
+def speak(voice: Voice, text: str, parameters: dict[str, str]) -> tuple[np.ndarray, int]:
+    """The engine's output as 16-bit samples (frames x channels) and its sample rate."""
+    if voice.engine == "kokoro":
+        wave, rate = kokoro.speak(text, voice.name, float(parameters["speed"]))
+        return np.clip(np.round(wave * 32768), -32768, 32767).astype(np.int16)[:, None], rate
     handle, wav = tempfile.mkstemp(suffix=".wav")
     os.close(handle)
     try:
-        args = _engine_command(voice, text, wav, rng)
+        args = _engine_command(voice, text, wav, parameters)
         stdin = text if voice.engine == "festival" else None
         done = subprocess.run(args, input=stdin, capture_output=True, text=True)
         if done.returncode != 0 or os.path.getsize(wav) == 0:
             raise RuntimeError(f"{voice.engine} failed for voice {voice.name} on {text!r}: "
                                f"{done.stderr.strip()[:200]}")
-        samples, rate = sf.read(wav, dtype="float32", always_2d=True)
+        return sf.read(wav, dtype="int16", always_2d=True)
     finally:
         os.remove(wav)
-    return samples.mean(axis=1), rate
+
+
+@cache
+def engine_version(engine: str) -> str:
+    """What names the engine's build: a new one may speak differently, so its cache is another."""
+    if engine == "kokoro":
+        return kokoro.version()
+    return subprocess.run([engine, "--version"], capture_output=True, text=True).stdout.strip()
+
+
+def cache_path(voice: Voice, text: str, parameters: dict[str, str]) -> Path:
+    """Where the cache keeps this utterance's raw synthesis: named by the SHA-256 of everything it
+    depends on, under ASR_TTS_CACHE (default ~/.cache/asr/tts)."""
+    key = json.dumps([CACHE_FORMAT, voice.engine, voice.name, text, parameters,
+                      engine_version(voice.engine)], sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    root = Path(os.environ.get("ASR_TTS_CACHE") or Path.home() / ".cache" / "asr" / "tts")
+    return root / digest[:2] / f"{digest}.flac"
+
+
+def synthesize(voice: Voice, text: str, rng: np.random.Generator) -> tuple[np.ndarray, int, bool]:
+    """Speak `text` with a random speed and pitch as mono float32; whether it came from the cache.
+
+    The parameters are drawn before the cache is asked, so the rng's later draws, and hence the
+    corpus, are the same either way. A miss stores the 16-bit samples losslessly (FLAC), written to
+    a temporary file and renamed, so that parallel workers never read half a file."""
+    parameters = draw_parameters(voice, rng)
+    path = cache_path(voice, text, parameters)
+    cached = path.is_file()
+    if cached:
+        samples, rate = sf.read(path, dtype="int16", always_2d=True)
+    else:
+        samples, rate = speak(voice, text, parameters)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".flac.tmp")
+        os.close(handle)
+        try:
+            sf.write(temporary, samples, rate, format="FLAC", subtype="PCM_16")
+            os.replace(temporary, path)
+        except BaseException:
+            os.remove(temporary)
+            raise
+    return (samples.astype(np.float32) / 32768).mean(axis=1), rate, cached
 
 
 def trim(wave: np.ndarray, rate: int, margin: float = 0.02) -> np.ndarray:
@@ -141,7 +209,7 @@ def add_noise(wave: np.ndarray, speech_power: float, rate: int,
 def render(job: Job) -> dict:
     """Synthesise, clean up, pad, add noise, set a random level and write one utterance."""
     rng = np.random.default_rng([job.seed, SPLITS.index(job.split), job.index])
-    wave, rate = synthesize(job.voice, job.sentence.text, rng)
+    wave, rate, cached = synthesize(job.voice, job.sentence.text, rng)
     warp = float(rng.uniform(*WARP_RANGE))
     speech = librosa.resample(trim(wave, rate), orig_sr=rate * warp, target_sr=job.sample_rate,
                               res_type="soxr_hq")
@@ -153,15 +221,19 @@ def render(job: Job) -> dict:
     return {"audio_filepath": job.relpath, "text": job.sentence.text,
             "duration": round(noisy.size / job.sample_rate, 3), "voice": job.voice.name,
             "engine": job.voice.engine, "intent": job.sentence.intent,
-            "slots": job.sentence.slots, "warp": round(warp, 3), "snr_db": snr}
+            "slots": job.sentence.slots, "warp": round(warp, 3), "snr_db": snr, "cached": cached}
 
 
 def synthesize_all(jobs: list[Job], processes: int) -> list[dict]:
-    """Render every job, in order, with a pool of `processes` workers (under a progress bar)."""
+    """Render every job, in order, with a pool of `processes` workers (under a progress bar).
+    Whether each came from the cache goes into STATS, not into the records (the manifest's lines)."""
     def bar(records):
         return list(progress(records, "synthesising", total=len(jobs), unit="utt"))
 
     if processes <= 1:
-        return bar(render(job) for job in jobs)
-    with Pool(processes) as pool:
-        return bar(pool.imap(render, jobs, chunksize=8))
+        records = bar(render(job) for job in jobs)
+    else:
+        with Pool(processes) as pool:
+            records = bar(pool.imap(render, jobs, chunksize=8))
+    STATS.update("cached" if record.pop("cached") else "synthesised" for record in records)
+    return records

@@ -1,6 +1,7 @@
 """The synthetic voices of the voice-command corpus, and which split hears which.
 
-Voices come from espeak-ng (accents x variants), flite and festival. A voice is the unit that
+Voices come from espeak-ng (accents x variants), flite, festival and, for the recipes that ask for
+it, Kokoro-82M (recipes/common/kokoro.py: 28 neural English voices). A voice is the unit that
 train, dev and test never share: HELD_OUT names the voices heard only in dev or test, and
 `choose_voice` draws an engine by its share of the split, then one of its voices.
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recipes.common import SPLITS
+from recipes.common import kokoro as kokoro_engine
 
 ESPEAK_ACCENTS = ("en-gb", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan",
                   "en-gb-x-gbcwmd", "en-029", "en-us-nyc")
@@ -27,20 +29,26 @@ FLITE_SKIP = {"awb_time"}  # a limited-domain voice: it can only say clock times
 # Voices heard only in dev or test, keyed by (engine, espeak variant or voice name). Each split
 # keeps the same kinds of espeak variants: male, female, klatt, named ones. flite's natural male
 # voices awb and rms are the nearest to a person: awb trains, rms is held out for test; dev
-# holds festival's ked instead.
+# holds festival's ked instead. Kokoro holds out American and British, female and male voices: two
+# for dev, three for test.
 HELD_OUT = {
     **{("espeak-ng", v): "dev" for v in ("m4", "f3", "klatt3", "Andy", "linda")},
     **{("espeak-ng", v): "test" for v in ("m7", "f4", "klatt5", "robert", "Annie")},
     ("festival", "ked_diphone"): "dev",
     ("flite", "rms"): "test",
+    **{("kokoro", v): "dev" for v in ("af_nicole", "bm_lewis")},
+    **{("kokoro", v): "test" for v in ("af_sky", "am_michael", "bf_isabella")},
 }
 # Share of each engine's voices per split. Training leans on flite's voices (twice their share
 # in dev and test): they are the nearest to people, and espeak-ng's many formant voices are
 # easier to generalise across than from them to a human-like voice. festival is 5-10x slower
 # than flite (it loads its voice per call); its voices are kal and ked (diphone, like flite's
-# kal) and an HTS slt.
-ENGINE_WEIGHTS = {"train": {"espeak-ng": 0.62, "flite": 0.36, "festival": 0.02},
-                  "held_out": {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.02}}
+# kal) and an HTS slt. Kokoro's neural voices, where a recipe asks for them, are the nearest to
+# people of all: 45% of every split. The weights are relative (choose_voice normalises those of the
+# engines present), so Kokoro's is 0.45 / 0.55 beside the others' 1: without it, the others'
+# numbers and hence every draw are what they were before Kokoro came.
+ENGINE_WEIGHTS = {"train": {"espeak-ng": 0.62, "flite": 0.36, "festival": 0.02, "kokoro": 0.45 / 0.55},
+                  "held_out": {"espeak-ng": 0.8, "flite": 0.18, "festival": 0.02, "kokoro": 0.45 / 0.55}}
 # Mean pitch range (Hz) per flite voice; rms ignores the setting. slt spans male and female
 # pitch: with the warp (synthesis.WARP_RANGE) it and awb stand in for the natural voices of people.
 FLITE_F0 = {"kal": (85, 130), "kal16": (85, 130), "awb": (100, 150), "slt": (95, 230)}
@@ -83,8 +91,13 @@ def festival_voices() -> list[Voice]:
     return [Voice("festival", name) for name in listed if name != "nil"]  # nil: no voices
 
 
-def discover_voices() -> list[Voice]:
-    """All usable voices; a missing optional engine is skipped with a note."""
+def kokoro_voices() -> list[Voice]:
+    return [Voice("kokoro", name) for name in kokoro_engine.english_voices()]
+
+
+def discover_voices(kokoro: bool = False) -> list[Voice]:
+    """All usable voices, Kokoro's only if asked for (a corpus made without them stays the same);
+    a missing optional engine is skipped with a note."""
     if shutil.which("espeak-ng") is None:
         sys.exit("error: espeak-ng not found; install it with `apt-get install espeak-ng`")
     voices = espeak_voices()
@@ -94,6 +107,11 @@ def discover_voices() -> list[Voice]:
             voices += find()
         else:
             print(f"note: {engine} not found, skipping its voices (apt-get install {engine})")
+    if kokoro:
+        if kokoro_engine.available():
+            voices += kokoro_voices()
+        else:
+            print("note: Kokoro is not set up, skipping its voices (bash tools/setup_kokoro.sh)")
     return sorted(voices)
 
 
