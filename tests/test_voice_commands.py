@@ -12,9 +12,9 @@ import soundfile as sf
 
 from asr.grammar import Grammar
 from conftest import SHARED, require_shared
-from recipes.common import corpora, synthesis
+from recipes.common import corpora, real, sentence_splits, synthesis
 from recipes.common import voices as synthetic_voices
-from recipes.voice_commands import prepare, real, sentence_splits
+from recipes.voice_commands import prepare
 
 GRAMMAR = Grammar.load(prepare.DEFAULT_GRAMMAR)
 POOLS = sentence_splits.intent_pools(GRAMMAR, seed=0)

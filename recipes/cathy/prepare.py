@@ -22,7 +22,6 @@ Writes OUT/{train,dev,test}.jsonl; each line also has `prompt` (the ARCTIC id).
 """
 
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -39,30 +38,11 @@ from recipes.common import (
     rehearsal,
     write_manifests,
 )
+from recipes.common.corpora import CATHY_DEV_PERCENT as DEV_PERCENT
+from recipes.common.corpora import CATHY_TEST_PERCENT as TEST_PERCENT
+from recipes.common.corpora import SALT, arctic_utterances
 
 URL = "https://github.com/rhasspy/dataset-voice-cathy/archive/refs/heads/master.zip"
-NAME = re.compile(r"(arctic_[ab]\d{4})_\d+")
-DEV_PERCENT, TEST_PERCENT = 5.0, 10.0
-SALT = "asr-recipes:"
-
-
-def utterances(root: Path) -> list[tuple[Path, str, str]]:
-    """(audio, prompt id, text) for every transcript under `root` that has its audio."""
-    found = []
-    for text_path in sorted(root.rglob("arctic_*.txt")):
-        match = NAME.fullmatch(text_path.stem)
-        audio = next((p for p in (text_path.with_suffix(".flac"), text_path.with_suffix(".wav"))
-                      if p.is_file()), None)
-        if not match or audio is None:
-            continue
-        try:
-            text = text_path.read_text(encoding="utf-8").strip()
-        except UnicodeDecodeError:
-            raise SystemExit(f"error: {text_path}: not UTF-8 text") from None
-        found.append((audio.resolve(), match[1], text))
-    if not found:
-        raise SystemExit(f"error: {root}: no ARCTIC utterances (arctic_*_N.txt with audio)")
-    return found
 
 
 def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
@@ -74,7 +54,7 @@ def prepare(root: Path | None, out: Path, *, dev_percent: float = DEV_PERCENT,
     if root is None:
         root = download(URL, out / "download", marker="LICENSE")
     entries: dict[str, list[dict]] = defaultdict(list)
-    for audio, prompt, text in progress(utterances(Path(root)), "cathy", unit="utt"):
+    for audio, prompt, text in progress(arctic_utterances(Path(root)), "cathy", unit="utt"):
         split = hash_split(prompt, dev_percent, test_percent, SALT)
         entries[split].append(manifest_line(audio, text, sf.info(str(audio)).duration,
                                             prompt=prompt))

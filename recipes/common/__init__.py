@@ -182,3 +182,17 @@ def percent_split_cli(argv: list[str] | None, description: str, default_out: str
                     test_percent=args.test_percent, **extra)
     save_text(json.dumps(vars(args), default=str, indent=1) + "\n", args.out / "settings.json")
     print(summary(paths))
+
+
+def positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return number
+
+
+def positive_hours(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of hours, got {value}")
+    return number

@@ -171,3 +171,29 @@ def session_splits(items: list[dict], dev_percent: float = WUW_DEV_PERCENT,
     """Session number -> train, dev or test, whole speaker groups together."""
     return {s: hash_split(group, dev_percent, test_percent, SALT)
             for s, group in speaker_groups(items).items()}
+
+
+# ---------------------------------------------------------------- cathy (CMU ARCTIC prompts)
+
+ARCTIC_NAME = re.compile(r"(arctic_[ab]\d{4})_\d+")
+# cathy is split by prompt (every take of a prompt in one split), with the shared SALT.
+CATHY_DEV_PERCENT, CATHY_TEST_PERCENT = 5.0, 10.0
+
+
+def arctic_utterances(root: Path) -> list[tuple[Path, str, str]]:
+    """(audio, prompt id, text) for every transcript under `root` that has its audio."""
+    found = []
+    for text_path in sorted(root.rglob("arctic_*.txt")):
+        match = ARCTIC_NAME.fullmatch(text_path.stem)
+        audio = next((p for p in (text_path.with_suffix(".flac"), text_path.with_suffix(".wav"))
+                      if p.is_file()), None)
+        if not match or audio is None:
+            continue
+        try:
+            text = text_path.read_text(encoding="utf-8").strip()
+        except UnicodeDecodeError:
+            raise SystemExit(f"error: {text_path}: not UTF-8 text") from None
+        found.append((audio.resolve(), match[1], text))
+    if not found:
+        raise SystemExit(f"error: {root}: no ARCTIC utterances (arctic_*_N.txt with audio)")
+    return found

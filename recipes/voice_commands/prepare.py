@@ -44,15 +44,22 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
+from recipes.common import positive, positive_hours
+from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
+from recipes.common.sentence_splits import (
+    SPLITS,
+    draw_seconds,
+    draw_sentences,
+    intent_pools,
+    sentence_pool,
+    split_sentences,
+)
 from recipes.common.synthesis import (
-    NOISE_COLORS,
     WARP_RANGE,
     Job,
-    colored_noise,
     expected_seconds,
     synthesize_all,
 )
@@ -64,21 +71,10 @@ from recipes.common.voices import (
     discover_voices,
     split_voices,
 )
-from recipes.voice_commands.real import real_records
-from recipes.voice_commands.sentence_splits import (
-    SPLITS,
-    draw_seconds,
-    draw_sentences,
-    intent_pools,
-    sentence_pool,
-    split_sentences,
-)
 
 DEFAULT_GRAMMAR = Path(__file__).with_name("commands.yaml")
 # Synthetic audio of dev and test, as shares of training's (--hours).
 HELD_OUT_SHARES = {"dev": 0.05, "test": 0.1}
-_SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-DEFAULT_REAL_ROOT = _SHARED if _SHARED.is_dir() else None
 
 
 def plan(args: argparse.Namespace, pools: dict[str, list[Sentence]],
@@ -155,22 +151,6 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
     save_text("".join(json.dumps(r) + "\n" for r in people), out / "babble.jsonl")
 
 
-def coloured_noise_clips(out: Path, seconds: float = 2.0, rate: int = 16000) -> list[dict]:
-    """Two clips of each noise colour (OUT/wavs/noise), so that training-time noise
-    (`data.augment.noise`) has a source even without real recordings."""
-    rng = np.random.default_rng(0)
-    (out / "wavs" / "noise").mkdir(parents=True, exist_ok=True)
-    records = []
-    for color in NOISE_COLORS:
-        for take in range(2):
-            relpath = f"wavs/noise/{color}_{take}.wav"
-            noise = 0.1 * colored_noise(int(seconds * rate), color, rng)
-            sf.write(out / relpath, noise.astype(np.float32), rate, subtype="PCM_16")
-            records.append({"audio_filepath": relpath, "text": "", "duration": seconds,
-                            "kind": "noise", "intent": None, "slots": {}})
-    return records
-
-
 def summary(records: list[dict], real: dict[str, list[dict]], elapsed: float) -> str:
     """The corpus in a few lines: each split's size, and the word training hears least."""
     lines = []
@@ -188,20 +168,6 @@ def summary(records: list[dict], real: dict[str, list[dict]], elapsed: float) ->
     return "\n".join(["voice-command corpus:", *lines,
                       f"  every word of training's sentences said at least {times} times "
                       f"(\"{word}\")", f"  synthesised in {elapsed:.0f} s"])
-
-
-def positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return number
-
-
-def positive_hours(value: str) -> float:
-    number = float(value)
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of hours, got {value}")
-    return number
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
