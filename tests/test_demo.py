@@ -14,17 +14,19 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from scripted_demo import actions_of, run_demo
+from scripted_demo import ScriptedTranscriber, actions_of, run_demo
+from scripted_demo import stream as yes_stream
 
 from asr.assistant.actions import ActionsConfig, Assistant
-from asr.assistant.demo import Console, Turn, build, file_blocks, load_config, main
-from asr.assistant.intents import IntentParser, calibrated_confidence
+from asr.assistant.demo import Console, Turn, VoiceDemo, build, file_blocks, load_config, main
+from asr.assistant.intents import Intent, IntentParser, calibrated_confidence
 from asr.audio import load_audio
 from asr.checkpoint import save_model_dir
 from asr.decoding import Hypothesis
@@ -158,10 +160,11 @@ def test_five_spoken_commands_give_five_intents_in_order(command_model, home, tm
     assert all(t.early and 0.12 <= t.wait <= 0.19 and t.latency > t.wait for t in turns)
     starts = [t.start for t in turns]
     assert starts == sorted(starts) and all(b - a > 1.0 for a, b in zip(starts, starts[1:], strict=False))
-    assert [line.split(" (")[0] for line in lines[1::4]] == [
-        f"  intent: {t.intent.describe()}" for t in turns]
-    assert all(re.fullmatch(r"  intent: .+ \(confidence (0\.\d\d|1\.00)\)", line)
-               for line in lines[1::4]), lines  # the grammar search's: exp(-garbage ratio)
+    assert lines[2::5] == [f"  intent: {t.intent.describe()}" for t in turns]
+    assert lines[1::5] == [f"  match: \"{t.text}\" (confidence {t.intent.confidence:.2f})"
+                           for t in turns]  # the grammar search's: exp(-garbage ratio) x agreement
+    assert lines[0::5] == [f"[{t.start:.2f}-{t.end:.2f} s] heard: \"{t.intent.heard}\""
+                           for t in turns]  # the CTC head's free path
 
 
 def test_without_early_endpointing_the_endpointer_waits_its_silence(command_model, home, tmp_path):
@@ -189,6 +192,95 @@ def test_speech_resuming_after_an_early_command_continues_it(command_model, home
     assert demo._continued(soon, "please", [late]) is None
     with pytest.raises(ValueError, match="early_ms must be in"):
         build(load_config([*overrides(command_model, home), "early_ms=500"]), Console())
+
+
+# ---------------------------------------------------------------------------- what it heard
+
+GRAMMAR_SEARCH = IntentParser(Grammar.load(DEFAULT_GRAMMAR), min_confidence=0.4)
+
+
+def said_turn(parser: IntentParser, found: tuple[str, Intent], home: Path) -> list[str]:
+    """The lines the demo prints for one utterance (0.52-2.10 s) recognised as `found`: the
+    search's text and the intent parsed of it."""
+    lines: list[str] = []
+    demo = VoiceDemo(ScriptedTranscriber([]), parser, Assistant(ActionsConfig(home=str(home))),
+                     VADConfig(), RATE, Console(lines.append))
+    span = SpeechSpan(0.52, 2.10, np.zeros(int(1.58 * RATE), np.float32))
+    demo._turn(span, found, int(2.25 * RATE), time.monotonic(), 2.10)
+    assert re.fullmatch(r"  latency: 0\.15 s \(0\.15 s waiting for the end of speech, "
+                        r"0\.\d\d s recognition and action\)", lines[-1]), lines
+    return lines[:-1]
+
+
+def test_the_grammar_search_prints_what_was_said_and_the_sentence_it_matched(home):
+    """The grammar search writes a grammar sentence whatever was said: the free path, what was
+    said, is printed apart from it. The confidence is exp(-garbage ratio 0) x the agreement of
+    the two, 23/24 characters."""
+    heard = Hypothesis([], 0.0, 0.0, 0.9, garbage_ratio=0.0)
+    sentence = "show me my photos please"
+    intent = GRAMMAR_SEARCH.parse(sentence, heard, free="Show me my photo, please")
+    assert said_turn(GRAMMAR_SEARCH, (sentence, intent), home) == [
+        '[0.52-2.10 s] heard: "show me my photo please"',
+        '  match: "show me my photos please" (confidence 0.96)',
+        "  intent: show_files kind=photos",
+        f"  action: 1 photo in {home}: 1. Pictures/beach.jpg"]
+
+
+def test_speech_that_is_no_command_is_printed_as_said_and_refused(home):
+    """The sentence forced onto other speech is only the closest; the answer quotes what was
+    said. Confidence: exp(-1) x 6/17 characters of agreement = 0.13."""
+    heard = Hypothesis([], 0.0, 0.0, 0.9, garbage_ratio=1.0)
+    intent = GRAMMAR_SEARCH.parse("what time is it", heard, free="what a lovely day")
+    assert said_turn(GRAMMAR_SEARCH, ("what time is it", intent), home) == [
+        '[0.52-2.10 s] heard: "what a lovely day"',
+        '  match: none (closest: "what time is it", confidence 0.13; needs 0.40)',
+        "  intent: none",
+        "  action: Sorry, I did not understand: what a lovely day"]
+
+
+def test_the_free_search_prints_its_transcript_and_the_nearest_sentence(home):
+    parser = IntentParser(Grammar.load(DEFAULT_GRAMMAR), search="free", min_confidence=0.5)
+    transcript = "show me my photo please"
+    intent = parser.parse(transcript, Hypothesis([], 0.0, 0.0, 0.8))
+    assert said_turn(parser, (transcript, intent), home) == [
+        '[0.52-2.10 s] heard: "show me my photo please"',
+        f'  match: "show me my photos please" (similarity {intent.similarity:.2f}, '
+        "acoustic confidence 0.80)",
+        "  intent: show_files kind=photos",
+        f"  action: 1 photo in {home}: 1. Pictures/beach.jpg"]
+
+
+class HearingTranscriber(ScriptedTranscriber):
+    """A grammar search that writes the script's sentences, its free path hearing what the
+    script says was said (a character per token)."""
+
+    def __init__(self, script: list[tuple[str, str]]) -> None:
+        self.script, self.tokenizer = list(script), self
+
+    def transcribe_scored(self, waves: list[torch.Tensor], align: bool = False) -> list:
+        sentence, said = self.script.pop(0)
+        return [(sentence, Hypothesis([], 0.0, 0.0, 1.0, garbage_ratio=0.0,
+                                      free_tokens=[ord(c) for c in said]))]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(map(chr, ids))
+
+
+def test_speech_resuming_continues_the_command_as_said_not_as_a_sentence(tmp_path):
+    """"show me my photos" acted on early, then "please": the grammar search of "please" alone
+    writes some whole sentence ("cancel"); what was said goes on from the command. (The
+    second utterance is decoded twice: after `early_ms` of silence, and at its end.)"""
+    lines: list[str] = []
+    transcriber = HearingTranscriber([("show me my photos", "show me my photos"),
+                                      ("cancel", "please"), ("cancel", "please")])
+    demo = VoiceDemo(transcriber, GRAMMAR_SEARCH, Assistant(ActionsConfig(home=str(tmp_path))),
+                     VADConfig(), RATE, Console(lines.append), early_ms=150)
+    sf.write(tmp_path / "two.wav", yes_stream([0.5, 0.3]), RATE, subtype="PCM_16")
+    turns = demo.run(file_blocks(tmp_path / "two.wav", RATE, RATE * 30 // 1000))
+    assert [(t.early, t.text, t.intent.heard) for t in turns] == [
+        (True, "show me my photos", "show me my photos"), (False, "cancel", "please")]
+    assert actions_of(lines) == [f"0 photos in {tmp_path}.",
+                                 '(the rest of "show me my photos": already done)']
 
 
 def test_acoustic_confidence_is_lower_for_audio_that_did_not_say_it(command_model):
@@ -474,8 +566,9 @@ def test_a_grammar_of_ones_own_runs_in_the_demo(tmp_path):
         "Heard 7; nothing on screen to pick.",
         "The show_files action takes kind (got kind, day); nothing done.",
         "No action called 'orderDrink'; nothing done."]
-    assert [line for line in lines if "intent:" in line][-1] == (
-        "  intent: orderDrink size=large (confidence 1.00)")
+    assert lines[-5].endswith(" heard: \"a large latte\" (no free transcript)")
+    assert lines[-4:-2] == ["  match: \"a large latte\" (confidence 1.00)",
+                            "  intent: orderDrink size=large"]
     assert assistant.running_timers() == ["25 minutes", "60 hours"]
 
 
@@ -486,7 +579,7 @@ def test_file_names_cannot_forge_a_line_of_the_output(tmp_path):
     with open(home.as_posix().encode() + b"/caf\xe9.jpg", "w") as f:  # not UTF-8
         f.write("x")
     lines, _ = run_demo(["show me my photos"], [0.5], tmp_path, home=str(home))
-    assert len(lines) == 4 and [line[:10] for line in lines[1:]] == [
-        "  intent: ", "  action: ", "  latency:"]
-    assert "a\\n  action: Opened the browser (pid 1).\\r\\x1b[2K\\u2028.jpg" in lines[2]
-    assert "caf\\udce9.jpg" in lines[2]
+    assert len(lines) == 5 and [line[:10] for line in lines[1:]] == [
+        "  match: \"", "  intent: ", "  action: ", "  latency:"]
+    assert "a\\n  action: Opened the browser (pid 1).\\r\\x1b[2K\\u2028.jpg" in lines[3]
+    assert "caf\\udce9.jpg" in lines[3]

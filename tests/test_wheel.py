@@ -151,7 +151,7 @@ def test_train_transcribe_and_demo_without_a_checkout(installed, overfit_model):
                f"actions.home={work}", "device=cpu")
     lines = demo.stdout.splitlines()
     assert lines[-1] == "end of input: 2 utterances"
-    assert [line.split('"')[1] for line in lines if " heard: " in line] == \
+    assert [line.split('"')[1] for line in lines if line.startswith("  match: ")] == \
         [entries[5][1], entries[6][1]]
 
 

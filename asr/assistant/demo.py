@@ -10,9 +10,10 @@ file, and every block takes one path: the VAD endpointer (asr/vad.py) decides wh
 utterance ends, the model transcribes it (asr/transcriber.py), the intent parser
 (asr/assistant/intents.py) maps the text and its confidence to a command of the grammar (the model
 directory's grammar.yaml, or `grammar=FILE`), and the assistant
-(asr/assistant/actions.py) carries it out. For each utterance the demo prints what it heard, the
-intent, the result and the latency from the end of speech to the result: the endpointer's
-wait for trailing silence plus recognition and action.
+(asr/assistant/actions.py) carries it out. For each utterance the demo prints what it heard
+(free of the grammar), the grammar sentence that matched, the intent, the result and the
+latency from the end of speech to the result: the endpointer's wait for trailing silence plus
+recognition and action.
 
 The wait is what a user feels most, so the demo does not always sit out the endpointer's
 `vad.end_silence_ms`: after `early_ms` of silence it decodes the speech so far, and when that is
@@ -77,7 +78,7 @@ class Turn:
 
     start: float  # seconds into the stream
     end: float
-    text: str
+    text: str  # what the search wrote: with the grammar search, a grammar sentence (`said`)
     intent: Intent
     result: str
     latency: float  # seconds from the end of speech to the result
@@ -170,10 +171,12 @@ class VoiceDemo:
         # trailing context); the samples after it were heard before `received`.
         speech_end = max(utterance.start, utterance.end - self.vad.pad_ms / 1000)
         return self._turn(utterance, decoded, heard, received, speech_end,
-                          self._continued(utterance, decoded[0], earlier or []))
+                          self._continued(utterance, said(*decoded), earlier or []))
 
     def _continued(self, utterance: SpeechSpan, text: str, earlier: list[Turn]) -> Turn | None:
-        """The early turn this utterance goes on from, when the two still mean its command."""
+        """The early turn this utterance goes on from, when its sentence followed by `text`
+        (what this utterance said) still means its command. `text` is best heard free of the
+        grammar: the grammar search of the rest alone writes a whole sentence, never "please"."""
         last = earlier[-1] if earlier else None
         if last is None or not last.early or utterance.start - last.end > (
                 self.vad.end_silence_ms + self.vad.pad_ms) / 1000:
@@ -195,7 +198,7 @@ class VoiceDemo:
             result = self.assistant.act(intent.name, intent.slots)
         else:
             self.assistant.not_understood()
-            result = f"Sorry, I did not understand: {intent.text}"
+            result = f"Sorry, I did not understand: {said(text, intent)}"
         wait = heard / self.sample_rate - speech_end
         latency = wait + time.monotonic() - received
         turn = Turn(utterance.start, utterance.end, text, intent, result, latency, wait, early)
@@ -209,9 +212,19 @@ def unsure(intent: Intent) -> bool:
     return len(readings) > 1 and readings[1]["probability"] >= ASK_RATIO * readings[0]["probability"]
 
 
+def said(text: str, intent: Intent) -> str:
+    """What was said: the transcript free of the grammar, else the search's `text`."""
+    return text if intent.heard is None else intent.heard
+
+
 def report(turn: Turn, parser: IntentParser) -> list[str]:
-    """The lines printed for one utterance."""
+    """The lines printed for one utterance. What was heard and the grammar sentence it matched
+    are two lines, since the grammar search writes a sentence whatever was said; without a
+    free transcript, the search's text is marked as such."""
     intent = turn.intent
+    heard = f"\"{said(turn.text, intent)}\""
+    if intent.heard is None:
+        heard += " (no free transcript)"
     if parser.search == "grammar":
         sure = f"confidence {intent.confidence:.2f}"
         needs = f"{parser.min_confidence:.2f}"
@@ -220,13 +233,14 @@ def report(turn: Turn, parser: IntentParser) -> list[str]:
             f", acoustic confidence {intent.acoustic:.2f}" if intent.acoustic is not None else "")
         needs = f"{parser.threshold:.2f} and {parser.min_confidence:.2f}"
     if intent.understood:
-        meaning = f"{intent.describe()} ({sure})"
+        match = f"\"{intent.command}\" ({sure})"
     elif intent.command:
-        meaning = f"none (closest: \"{intent.command}\", {sure}; needs {needs})"
+        match = f"none (closest: \"{intent.command}\", {sure}; needs {needs})"
     else:
-        meaning = "none (nothing was recognised)"
-    return [f"[{turn.start:.2f}-{turn.end:.2f} s] heard: \"{turn.text}\"",
-            f"  intent: {meaning}",
+        match = "none (nothing was recognised)"
+    return [f"[{turn.start:.2f}-{turn.end:.2f} s] heard: {heard}",
+            f"  match: {match}",
+            f"  intent: {intent.describe() if intent.understood else 'none'}",
             f"  action: {turn.result}",
             f"  latency: {turn.latency:.2f} s ({turn.wait:.2f} s waiting for the end of speech, "
             f"{turn.latency - turn.wait:.2f} s recognition and action)"]

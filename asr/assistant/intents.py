@@ -55,6 +55,8 @@ from asr.cli import ArgumentParser, one_line, print_error, quiet_pipe, save_repo
 from asr.data import ManifestError, audio_path
 from asr.decoding import Hypothesis
 from asr.grammar import Grammar, GrammarError
+from asr.models import DEFAULT as DEFAULT_MODEL
+from asr.models import model_path
 from asr.progress import progress
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
@@ -81,12 +83,15 @@ class Intent:
     name: str | None
     slots: dict[str, str] = field(default_factory=dict)
     confidence: float = 0.0  # grammar: exp(-garbage ratio) x agreement; free: similarity x acoustic
-    text: str = ""  # the transcript, normalised
+    text: str = ""  # the transcript, normalised (grammar search: the sentence it wrote)
     command: str = ""  # the grammar sentence it came closest to
     similarity: float = 0.0  # of the transcript to that sentence (1: it is one)
     acoustic: float | None = None  # the confidence's acoustic part (None: text only)
     alternatives: tuple[dict, ...] = ()  # grammar search: readings of the n-best, most likely first
     slot_times: dict[str, tuple[float, float]] = field(default_factory=dict)  # seconds, from audio
+    # What was said as a search free of the grammar wrote it, normalised: the free search's
+    # transcript, the grammar search's free path (None without one: no CTC head, text typed).
+    heard: str | None = None
 
     @property
     def understood(self) -> bool:
@@ -124,17 +129,19 @@ class IntentParser:
             return self._match(normalize_text(text), None if found is None else found.confidence)
         return self._read(normalize_text(text), found, nbest or [], free)
 
-    def _read(self, heard: str, found: Hypothesis | None, nbest: list[tuple[str, float]],
+    def _read(self, sentence: str, found: Hypothesis | None, nbest: list[tuple[str, float]],
               free: str | None) -> Intent:
-        reading = self.grammar.parse(heard)
+        heard = None if free is None else normalize_text(free)
+        reading = self.grammar.parse(sentence)
         if reading is None:
-            return Intent(None, text=heard)
+            return Intent(None, text=sentence, heard=heard)
         ratio = 0.0 if found is None or found.garbage_ratio is None else found.garbage_ratio
-        sure = math.exp(-ratio) * agreement(heard, free)
+        sure = math.exp(-ratio) * agreement(sentence, free)
         acoustic = None if found is None else sure
         refused = sure < self.min_confidence
         return Intent(None if refused else reading.intent, {} if refused else reading.values,
-                      sure, heard, heard, 1.0, acoustic, self._alternatives(nbest))
+                      sure, sentence, sentence, 1.0, acoustic, self._alternatives(nbest),
+                      heard=heard)
 
     def _alternatives(self, nbest: list[tuple[str, float]]) -> tuple[dict, ...]:
         """The n-best sentences' readings, each once, with the probability the search gives it
@@ -156,18 +163,19 @@ class IntentParser:
     def _match(self, heard: str, acoustic: float | None) -> Intent:
         match = self.grammar.match(heard)
         if match is None:
-            return Intent(None, text=heard, acoustic=acoustic)
+            return Intent(None, text=heard, acoustic=acoustic, heard=heard)
         confidence = match.similarity * (1.0 if acoustic is None else acoustic)
         refused = match.similarity < self.threshold or (
             acoustic is not None and acoustic < self.min_confidence)
         return Intent(None if refused else match.intent, {} if refused else match.slots,
-                      confidence, heard, match.sentence, match.similarity, acoustic)
+                      confidence, heard, match.sentence, match.similarity, acoustic, heard=heard)
 
 
 def grammar_file(model_dir: str | Path, grammar: str | Path | None = None) -> Path:
     """The grammar file given, else the model directory's grammar.yaml."""
-    path = Path(grammar) if grammar else Path(model_dir) / GRAMMAR_FILE
-    if not Path(model_dir).is_dir():
+    model_dir = model_path(model_dir)
+    path = Path(grammar) if grammar else model_dir / GRAMMAR_FILE
+    if not model_dir.is_dir():
         raise ModelDirError(f"{model_dir}: not a model directory")
     if not grammar and not path.is_file():
         raise GrammarError(f"{model_dir}: no {GRAMMAR_FILE} in the model directory; name a "
@@ -179,6 +187,7 @@ def load_searched(model_dir: str | Path, grammar: str | Path | None, device: str
                   search: str, vad: VADConfig | None = None) -> tuple[Transcriber, Grammar]:
     """The model and its grammar (`grammar_file`), read once: the grammar search loads it
     into the transcriber, which writes only its sentences; the free search apart."""
+    model_dir = model_path(model_dir)
     path = grammar_file(model_dir, grammar)
     if search == "grammar":
         transcriber = Transcriber.from_pretrained(model_dir, device=device, vad=vad,
@@ -196,7 +205,7 @@ def default_min_confidence(model_dir: str | Path, search: str) -> float:
 def calibrated_confidence(model_dir: str | Path) -> float:
     """The grammar search's `min_confidence` calibrated for this model (DIR/intents.json),
     else DEFAULT_MIN_CONFIDENCE. The file is untrusted: a bad one is a one-line error."""
-    path = Path(model_dir) / CALIBRATION_FILE
+    path = model_path(model_dir) / CALIBRATION_FILE
     if not path.is_file():
         return DEFAULT_MIN_CONFIDENCE
     try:
@@ -446,7 +455,9 @@ def argument_parser(command: str | None) -> ArgumentParser:
         description=COMMANDS.get(command or "", __doc__.splitlines()[0]),
         epilog=None if command else "Also: " + ", ".join(f"{program} {name} --help"
                                                          for name in COMMANDS))
-    parser.add_argument("--model", required=True, help="model directory written by training")
+    parser.add_argument("--model", type=model_path, default=DEFAULT_MODEL,
+                        help="a model directory written by training, or a shipped model's name "
+                             "(default: %(default)s)")
     parser.add_argument("--grammar", help="grammar file (default: the model's grammar.yaml)")
     parser.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
     if command != "calibrate":

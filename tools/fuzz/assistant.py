@@ -263,7 +263,7 @@ for intent, slots, expected in [
 
 
 def _listing_of(name: bytes) -> Callable[[Work], bool]:
-    """"show me my photos" in a home holding a file named `name`: four lines, the name escaped
+    """"show me my photos" in a home holding a file named `name`: five lines, the name escaped
     on the action's line."""
     def run(w: Work) -> bool:
         from scripted_demo import run_demo
@@ -272,8 +272,8 @@ def _listing_of(name: bytes) -> Callable[[Work], bool]:
         with open(bytes(home) + b"/" + name + b".jpg", "wb") as f:
             f.write(b"x")
         lines, _ = run_demo(["show me my photos"], [0.5], w.folder, home=str(home))
-        return len(lines) == 4 and [line[:10] for line in lines[1:]] == [
-            "  intent: ", "  action: ", "  latency:"] and "1 photo" in lines[2]
+        return len(lines) == 5 and [line[:10] for line in lines[1:]] == [
+            '  match: "', "  intent: ", "  action: ", "  latency:"] and "1 photo" in lines[3]
     return run
 
 
