@@ -135,7 +135,8 @@ class Grammar:
         `limit` draws (each expression by its share of the sentences, then uniformly within
         it), deduplicated. Sorted by text, so the result depends only on the grammar and rng."""
         expressions = [e for e in self.expressions if e.intent == intent]
-        counts = [count_expansions(e.elements, self._slot_counts()) for e in expressions]
+        slot_counts = self._slot_counts()
+        counts = [count_expansions(e.elements, slot_counts) for e in expressions]
         found: dict[str, Sentence] = {}
         if sum(counts) <= limit:
             for expression in expressions:
@@ -144,7 +145,7 @@ class Grammar:
         else:
             for _ in range(limit):
                 expression = expressions[weighted_index(counts, rng)]
-                words, slots, core = draw(expression.elements, self.slots, rng)
+                words, slots, core = draw(expression.elements, self.slots, rng, slot_counts)
                 _keep(found, Sentence(" ".join(words), intent, dict(slots), core))
         return sorted(found.values(), key=lambda s: s.text)
 

@@ -95,12 +95,15 @@ def _alternatives(element, slots: dict) -> Iterator[Expansion]:
                 yield words, filled, core and not element.optional
 
 
-def draw(elements: tuple, slots: dict, rng: random.Random) -> Expansion:
-    """One expansion, uniformly among all of the sequence's."""
+def draw(elements: tuple, slots: dict, rng: random.Random,
+         counts: tuple[tuple[str, int], ...] | None = None) -> Expansion:
+    """One expansion, uniformly among all of the sequence's. `counts`: each slot type's number
+    of values, as `count_expansions` takes them (computed from `slots` when not given)."""
     words: tuple[str, ...] = ()
     filled: tuple[tuple[str, str], ...] = ()
     core = True
-    counts = tuple((name, len(values)) for name, values in sorted(slots.items()))
+    if counts is None:
+        counts = tuple((name, len(values)) for name, values in sorted(slots.items()))
     for element in elements:
         if isinstance(element, Word):
             words += (element.text,)
@@ -111,7 +114,7 @@ def draw(elements: tuple, slots: dict, rng: random.Random) -> Expansion:
             weights = [count_expansions(option, counts) for option in element.options]
             pick = weighted_index(weights + [1] * element.optional, rng)
             if pick < len(element.options):
-                more = draw(element.options[pick], slots, rng)
+                more = draw(element.options[pick], slots, rng, counts)
                 words, filled = words + more[0], filled + more[1]
                 core = core and more[2] and not element.optional
     return words, filled, core
