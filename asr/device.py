@@ -2,7 +2,13 @@
 
 Training (`trainer.device`) and inference (`Transcriber.from_pretrained(device=...)`) both
 read the setting here, so a device that does not exist fails the same clear way in either.
+On the CPU, training takes as many threads as there are idle cores (`idle_cpus`).
 """
+
+import os
+import statistics
+import time
+from pathlib import Path
 
 import torch
 
@@ -23,3 +29,24 @@ def pick_device(device: str | torch.device = "auto") -> torch.device:
         raise ValueError(f"device {device}: there is no such GPU (this machine has "
                          f"{torch.cuda.device_count()})")
     return chosen
+
+
+def idle_cpus(samples: int = 20, interval: float = 0.025) -> int:
+    """The CPUs this process may use that no other runnable process is using now, at least 1.
+
+    torch's CPU threads wait for each other at every operation: when another program keeps a
+    core busy, a thread on it stalls them all, and a 2-thread training step on a 2-core machine
+    with other work beside it ran 3-10x slower than a 1-thread one (BENCHMARKS.md). The
+    runnable count of /proc/loadavg (this process included) is sampled for half a second and
+    its median taken; where it cannot be read, every usable CPU counts as idle.
+    """
+    cpus = len(os.sched_getaffinity(0))
+    counts = []
+    for _ in range(samples):
+        try:
+            counts.append(int(Path("/proc/loadavg").read_text().split()[3].partition("/")[0]))
+        except (OSError, IndexError, ValueError):
+            return cpus
+        time.sleep(interval)
+    others = max(0, statistics.median_low(counts) - 1)
+    return max(1, min(cpus, os.cpu_count() or cpus) - others)
