@@ -15,6 +15,8 @@ from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, print_error, quiet_pipe, save_report
 from asr.data import ManifestError, read_manifest
 from asr.metrics import char_errors, word_errors
+from asr.models import DEFAULT as DEFAULT_MODEL
+from asr.models import model_path
 from asr.progress import progress
 from asr.transcribe import (
     add_decoding_arguments,
@@ -75,7 +77,9 @@ def check_report_path(parser: ArgumentParser, report: Path, manifest: Path, mode
 @quiet_pipe
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="model directory written by training")
+    parser.add_argument("--model", type=model_path, default=DEFAULT_MODEL,
+                        help="a model directory written by training, or a shipped model's name "
+                             "(default: %(default)s)")
     parser.add_argument("--manifest", required=True, help="JSON-lines manifest to score")
     parser.add_argument("--json", help="write the scores and every utterance's result here")
     add_decoding_arguments(parser)

@@ -34,6 +34,8 @@ from asr.audio import AudioError
 from asr.checkpoint import CHECKPOINT, CONFIG, METRICS, TOKENIZER, WEIGHTS, ModelDirError, save_text
 from asr.cli import ArgumentParser, int_in, print_error, quiet_pipe, tsv_field
 from asr.formats import FORMATS, record, render
+from asr.models import DEFAULT as DEFAULT_MODEL
+from asr.models import model_path
 from asr.progress import print_line
 from asr.search import MODES
 from asr.stream import check_audio_file
@@ -79,7 +81,9 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="audio files in any format soundfile reads, "
                                                  "any rate and length; - reads one from stdin")
-    parser.add_argument("--model", required=True, help="model directory written by training")
+    parser.add_argument("--model", type=model_path, default=DEFAULT_MODEL,
+                        help="a model directory written by training, or a shipped model's name "
+                             "(default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="one JSON object per file")
     parser.add_argument("--timestamps", action="store_true",
                         help="print each utterance with its start and end (seconds)")

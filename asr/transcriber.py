@@ -37,6 +37,8 @@ from asr.grammar import Grammar
 from asr.grammar.automaton import TokenGrammar
 from asr.lm import load_lm
 from asr.model import SpeechTransformer
+from asr.models import DEFAULT as DEFAULT_MODEL
+from asr.models import model_path
 from asr.network import Network, as_network
 from asr.onnx_backend import OnnxNetwork
 from asr.progress import progress
@@ -119,10 +121,11 @@ class Transcriber:
             if self.grammar else None
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, device: str = "auto",
+    def from_pretrained(cls, directory: str | Path = DEFAULT_MODEL, device: str = "auto",
                         vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16,
                         backend: str = "torch", **options) -> "Transcriber":
-        """Load a model directory; `options` override the decoding settings it was saved with
+        """Load a model directory or a shipped model by name (`asr.models`: "base", the
+        default); `options` override the decoding settings it was saved with
         (`grammar=FILE`: write only the sentences of that grammar).
 
         `backend="onnx"` runs the graphs `python -m asr.export` wrote (DIR/onnx, or DIR itself
@@ -133,7 +136,7 @@ class Transcriber:
         if backend == "onnx":
             model, tokenizer, config = OnnxNetwork.load(directory)
         else:
-            model, tokenizer, config = load_model_dir(directory, pick_device(device))
+            model, tokenizer, config = load_model_dir(model_path(directory), pick_device(device))
         saved = section(config, "decode") or {}
         try:
             from_section(DecodingOptions, saved, "decode")

@@ -82,6 +82,7 @@ def test_time_budget_ends_the_run_cleanly(tmp_path):
     epochs, steps = int(stop[1]), int(stop[3])
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["epochs"]) == epochs and metrics["steps"] == steps
+    assert metrics["stopped_by_budget"] is True and metrics["max_epochs"] == 1000
     state = load_torch(out / CHECKPOINT)["state"]
     assert state["epoch"] == epochs and 0 < state["run_seconds"]
     for model_dir in (out, out / "averaged"):  # the best epoch's model and the averaged one

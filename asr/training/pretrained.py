@@ -7,6 +7,7 @@ from dataclasses import asdict
 from omegaconf import DictConfig, OmegaConf
 
 from asr.checkpoint import ModelDirError, load_model_dir
+from asr.models import model_path
 from asr.text import normalize_text
 from asr.tokenizer import UNK_ID, Tokenizer
 from asr.training.options import TrainingError
@@ -26,7 +27,7 @@ def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]
     a vocabulary that spells every character of the training transcripts."""
     source = cfg.trainer.init_from
     try:
-        model, tokenizer, _ = load_model_dir(source)
+        model, tokenizer, _ = load_model_dir(model_path(source))
     except ModelDirError as err:
         raise TrainingError(f"trainer.init_from: {err}") from None
     # What the weights were built with: a setting newer than their config has its default.

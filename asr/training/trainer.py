@@ -166,8 +166,12 @@ class Trainer(TrainingSetup):
         if keep:
             save_epoch_weights(self.out_dir, self.model.state_dict(), state.history, keep)
         self.save_checkpoint()
+        # stopped_by_budget: the run ended at trainer.max_minutes before its max_epochs, so a
+        # recipe can tell a converged model from one that needs more time
         save_metrics(self.out_dir, {"best_dev_wer": state.best_wer, "steps": state.step,
                                     "audio_sec_per_sec": record["audio_sec_per_sec"],
+                                    "max_epochs": trainer.max_epochs,
+                                    "stopped_by_budget": self.budget_spent,
                                     "epochs": state.history, "loss_curve": state.loss_curve})
 
     def save_checkpoint(self) -> None:

@@ -1,0 +1,121 @@
+"""Ship a trained base model inside the package: `asr/models/base`.
+
+    python -m recipes.base.ship --model exp/base --corpus data/base [--out asr/models/base]
+
+Weight matrices are stored in fp16 (half the bytes; decoding casts them back to fp32, and the
+transcripts of the test manifests are checked against the fp32 model's before anything is
+written), everything else (biases, norms, CMVN statistics) in fp32. Beside the weights go the
+config, the tokenizer, the default voice-command grammar (so `asr-demo` and `asr-intents`
+work with no grammar given) and TRAINING.json: what the model was trained on, for how many
+steps and hours of audio, and the command that continues its training.
+"""
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from itertools import islice
+from pathlib import Path
+
+import torch
+
+from asr.checkpoint import (
+    CONFIG,
+    METRICS,
+    TOKENIZER,
+    WEIGHTS,
+    ModelDirError,
+    load_model_dir,
+    save_text,
+    save_torch,
+)
+from asr.data import iter_manifest
+from asr.models import FOLDER
+from asr.transcriber import Transcriber
+
+MAX_BYTES = 25 << 20  # the package's budget for shipped weights
+DEFAULT_GRAMMAR = Path(__file__).resolve().parents[1] / "voice_commands" / "commands.yaml"
+CHECKED_UTTERANCES = 40  # per test manifest: fp16 must write what fp32 writes
+
+
+def half_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Matrices (and embeddings) in fp16, vectors and buffers as they are."""
+    return {name: value.half() if value.is_floating_point() and value.dim() >= 2 else value
+            for name, value in state.items()}
+
+
+def trained_for(model_dir: Path, corpus: Path, earlier: Path) -> dict:
+    """Steps, epochs and hours of audio heard, from the run's metrics and its corpus, added to
+    what the shipped model it replaces (`earlier`, its start by trainer.init_from) had heard."""
+    metrics = json.loads((model_dir / METRICS).read_text())
+    epochs = metrics.get("epochs", [])
+    train_hours = sum(u.duration for u in iter_manifest(corpus / "train.jsonl")) / 3600
+    steps = epochs[-1].get("step") if epochs else None
+    heard = {"epochs": len(epochs), "steps": steps, "corpus_train_hours": round(train_hours, 2),
+             "audio_hours_heard": round(len(epochs) * train_hours, 1)}
+    if earlier.is_file():
+        before = json.loads(earlier.read_text()).get("total_audio_hours_heard", 0.0)
+        heard["total_audio_hours_heard"] = round(before + heard["audio_hours_heard"], 1)
+    else:
+        heard["total_audio_hours_heard"] = heard["audio_hours_heard"]
+    return heard
+
+
+def same_transcripts(fp32: Path, fp16: Path, corpus: Path) -> tuple[int, int]:
+    """(utterances, differing transcripts) over the first CHECKED_UTTERANCES of each test
+    manifest, greedy decoding, the fp32 model against its fp16 copy."""
+    files = []
+    for manifest in sorted(corpus.glob("test*.jsonl")):
+        files += [u.audio_filepath for u in islice(iter_manifest(manifest), CHECKED_UTTERANCES)]
+    texts = []
+    for directory in (fp32, fp16):
+        transcriber = Transcriber.from_pretrained(str(directory), "cpu", vad=None, beam_size=1)
+        texts.append([t.text for t in transcriber.transcribe(files)])
+    return len(files), sum(a != b for a, b in zip(*texts, strict=True))
+
+
+def ship(model_dir: Path, corpus: Path, out: Path, command: str) -> dict:
+    """Write the shipped folder next to `out`, check it, then put it in place."""
+    model, _, _ = load_model_dir(model_dir)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        save_torch(half_weights(model.state_dict()), staging / WEIGHTS)
+        for name in (CONFIG, TOKENIZER):
+            shutil.copyfile(model_dir / name, staging / name)
+        shutil.copyfile(DEFAULT_GRAMMAR, staging / "grammar.yaml")
+        size = (staging / WEIGHTS).stat().st_size
+        if size > MAX_BYTES:
+            raise SystemExit(f"error: {model_dir}: {size / 2**20:.1f} MB of weights in fp16, over the "
+                             f"{MAX_BYTES >> 20} MB the package ships")
+        checked, differ = same_transcripts(model_dir, staging, corpus)
+        info = {**trained_for(model_dir, corpus, out / "TRAINING.json"),
+                "source": str(model_dir), "corpus": str(corpus), "continue_with": command,
+                "weights_mb": round(size / 2**20, 2),
+                "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
+        save_text(json.dumps(info, indent=1) + "\n", staging / "TRAINING.json")
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return info
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, required=True, help="the trained model directory")
+    parser.add_argument("--corpus", type=Path, required=True, help="the prepared corpus it trained on")
+    parser.add_argument("--out", type=Path, default=FOLDER / "base")
+    args = parser.parse_args(argv)
+    command = (f"bash recipes/base/run.sh  # continues from {args.out} (trainer.init_from) when "
+               "exp/base holds no run")
+    try:
+        info = ship(args.model, args.corpus, args.out, command)
+    except ModelDirError as err:
+        sys.exit(f"error: {err}")
+    print(json.dumps(info, indent=1))
+
+
+if __name__ == "__main__":
+    main()

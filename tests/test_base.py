@@ -1,0 +1,86 @@
+"""The base recipe at toy size: a corpus spoken by two Kokoro voices and espeak-ng, cached, a few
+training steps that lower the loss, and the result shipped and loaded; the shipped names."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from asr.checkpoint import WEIGHTS
+from asr.models import FOLDER, model_path
+from asr.transcriber import Transcriber
+from conftest import train_config
+from recipes.base import prepare, ship
+from recipes.common import kokoro
+
+VOICES = "kokoro:af_heart,kokoro:am_adam,espeak-ng:en-us+m3"
+TOY = ["--hours", "0.004", "--real-root", "none", "--voices", VOICES, "--jobs", "1"]
+needs_kokoro = pytest.mark.skipif(not kokoro.available(),
+                                  reason="Kokoro is not set up (bash tools/setup_kokoro.sh)")
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("base") / "corpus"
+    prepare.main(["--out", str(out), *TOY])
+    return out
+
+
+@needs_kokoro
+def test_prepare_speaks_held_out_text_in_kokoro_and_espeak_voices(corpus):
+    train, test = rows(corpus / "train.jsonl"), rows(corpus / "test.jsonl")
+    assert {r["engine"] for r in train} == {"kokoro", "espeak-ng"}
+    assert {r["voice"] for r in train} <= {"af_heart", "am_adam", "en-us+m3"}
+    assert test and not {r["text"] for r in test} & {r["text"] for r in train}
+    for row in train + test:
+        assert (corpus / row["audio_filepath"]).is_file() and row["duration"] > 0.3
+        assert row["text"] == row["text"].lower() and row["text"].strip()
+    assert (corpus / "sample.txt").read_text().strip() in {r["text"] for r in test}
+
+
+@needs_kokoro
+def test_a_second_prepare_synthesises_nothing(corpus, tmp_path, capsys):
+    prepare.main(["--out", str(tmp_path / "again"), *TOY])
+    summary = capsys.readouterr().out
+    count = len(rows(corpus / "train.jsonl")) + len(rows(corpus / "dev.jsonl")) \
+        + len(rows(corpus / "test.jsonl"))
+    assert f"0 utterances synthesised, {count} from the cache" in summary
+    assert rows(tmp_path / "again" / "train.jsonl") == rows(corpus / "train.jsonl")
+
+
+@needs_kokoro
+def test_training_lowers_the_loss_and_the_model_ships_in_fp16(corpus, tmp_path):
+    from asr.train import Trainer
+
+    cfg = train_config(tmp_path, corpus / "train.jsonl", "experiment=base", "model=tiny",
+                       f"data.root={corpus}", "data.augment.reverb.enabled=false",
+                       "trainer.max_minutes=null", "trainer.max_epochs=10",
+                       "tokenizer.vocab_size=60", "data.batch_size=8", "scheduler.warmup_steps=4",
+                       "optim.lr=3e-3", "trainer.cmvn_utterances=8", "model.dropout=0.0",
+                       f"data.dev_manifest={corpus / 'dev.jsonl'}")
+    state = Trainer(cfg).fit()
+    losses = [epoch["train_loss"] for epoch in state.history]
+    assert losses[-1] < 0.7 * losses[0], losses
+    out = tmp_path / "shipped"
+    info = ship.ship(tmp_path / "model", corpus, out, "again")
+    assert info["epochs"] == 10 and info["steps"] == state.step
+    assert info["fp16_check"]["utterances"] == len(rows(corpus / "test.jsonl"))
+    weights = torch.load(out / WEIGHTS, weights_only=True)
+    assert {v.dtype for v in weights.values() if v.dim() >= 2} == {torch.float16}
+    assert (out / "grammar.yaml").read_text() == ship.DEFAULT_GRAMMAR.read_text()
+    text = Transcriber.from_pretrained(str(out), device="cpu").transcribe(corpus / "sample.wav").text
+    assert isinstance(text, str) and re.fullmatch(r"[a-z' ]*", text)
+
+
+def test_shipped_names_resolve_to_the_package_and_paths_stay_paths():
+    assert model_path("base") == FOLDER / "base"
+    assert model_path("./base") == Path("base")
+    assert model_path(Path("base")) == Path("base")
+    assert model_path("exp/base") == Path("exp/base")
+
