@@ -64,7 +64,10 @@ def simulate(room: Room, sample_rate: int) -> np.ndarray:
     shoebox.add_source(room.talker)
     shoebox.add_microphone(room.microphone)
     shoebox.compute_rir()
-    return np.asarray(shoebox.rir[0][0], dtype=np.float32)
+    rir = np.asarray(shoebox.rir[0][0], dtype=np.float32)
+    # peak 1: a response's scale is free (reverberation keeps the input's power), and audio
+    # files outside [-1, 1] are refused as integer PCM stored as floats
+    return rir / max(float(np.abs(rir).max()), 1e-12)
 
 
 def measured_rt60(rir: np.ndarray, sample_rate: int) -> float:

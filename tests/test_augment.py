@@ -110,12 +110,14 @@ def test_an_echo_adds_the_delayed_signal(speech):
 
 def test_simulated_rooms_reverberate(speech, tmp_path):
     """pyroomacoustics rooms: the manifest lists them, their responses decay about as asked,
-    and speech through them keeps its length and power but changes."""
+    peak at 1 (so the loader takes them as float audio), and speech through them keeps its length
+    and power but changes."""
     manifest = write_rooms(tmp_path / "rirs", count=2, rt60=(0.4, 0.4), seed=1)
     rows = [json.loads(line) for line in manifest.read_text().splitlines()]
     assert [r["audio_filepath"] for r in rows] == ["rir_0000.wav", "rir_0001.wav"]
     for row in rows:
         rir = load_audio(tmp_path / "rirs" / row["audio_filepath"], 16000)
+        assert float(rir.abs().max()) == pytest.approx(1.0)
         assert row["rt60_measured"] == pytest.approx(measured_rt60(rir.numpy(), 16000), abs=1e-3)
         assert 0.3 < row["rt60_measured"] < 0.8
         wet = reverberate(speech, rir)
