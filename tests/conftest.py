@@ -1,6 +1,10 @@
 """Shared fixtures: real recordings from ../shared/data and a tiny model trained on them."""
 
+import atexit
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +13,11 @@ from hydra import compose, initialize_config_dir
 
 from asr import CONF_DIR
 from asr.config import register_configs
+
+# The tests' synthesised speech goes to a cache of their own, empty at the start of the session,
+# so that what a test says was synthesised or taken from the cache holds on any machine.
+os.environ["ASR_TTS_CACHE"] = tempfile.mkdtemp(prefix="asr-tts-cache-")
+atexit.register(shutil.rmtree, os.environ["ASR_TTS_CACHE"], True)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
