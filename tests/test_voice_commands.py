@@ -267,3 +267,21 @@ def test_real_commands_listed_real_repeat_times_in_train(tmp_path: Path) -> None
     assert voices("train") == [None, "a", "a", "a", "b", "c"]
     assert voices("dev") == ["d"] and voices("test") == [None] and voices("test_real") == ["e"]
     assert voices("babble") == ["a", "b"]
+
+
+def test_help_prints(capsys):
+    with pytest.raises(SystemExit) as stop:
+        prepare.parse_args(["--help"])
+    assert stop.value.code == 0 and "5%, 10% of it" in capsys.readouterr().out.replace("\n", " ")
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--jobs", "100000", "must be from 1 to"), ("--jobs", "0", "must be from 1 to"),
+    ("--sample-rate", "1", "must be from 8000 to 96000 Hz, got 1"),
+    ("--hours", "nan", "must be from 0.0001 to 10000 hours, got nan"),
+    ("--hours", "inf", "must be from 0.0001 to 10000 hours, got inf"),
+    ("--train", "many", "not a number: 'many'")])
+def test_numeric_options_are_bounded(option, value, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        prepare.parse_args([option, value])
+    assert stop.value.code == 2 and message in capsys.readouterr().err

@@ -44,7 +44,7 @@ import numpy as np
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Sentence
 from recipes.base.text import SOURCE_SHARES, Line, corpus_text
-from recipes.common import SPLITS, hash_split, positive, positive_hours
+from recipes.common import SPLITS, hash_split, jobs, positive_hours, sample_rate
 from recipes.common.corpora import CATHY_DEV_PERCENT, CATHY_TEST_PERCENT, SALT, arctic_utterances
 from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
 from recipes.common.synthesis import STATS, Job, expected_seconds, synthesize_all
@@ -207,10 +207,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hours", type=positive_hours, default=3.0,
                         help="hours of synthetic training speech (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=positive, default=len(os.sched_getaffinity(0)),
+    parser.add_argument("--jobs", type=jobs, default=len(os.sched_getaffinity(0)),
                         help="worker processes (default: the CPUs this process may use, "
                              "%(default)s)")
-    parser.add_argument("--sample-rate", type=positive, default=16000)
+    parser.add_argument("--sample-rate", type=sample_rate, default=16000)
     parser.add_argument("--real-root", type=Path, default=DEFAULT_REAL_ROOT,
                         help="folder laid out like ../shared/data (default: it, when present); "
                              "'none' for synthetic speech only")

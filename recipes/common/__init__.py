@@ -13,6 +13,8 @@ rate measures a speaker or a sentence the model never heard. Two ways to assign 
 import argparse
 import hashlib
 import json
+import math
+import os
 import shutil
 import tarfile
 import tempfile
@@ -184,15 +186,22 @@ def percent_split_cli(argv: list[str] | None, description: str, default_out: str
     print(summary(paths))
 
 
-def positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return number
+def bounded(low: float, high: float, kind: type = int, what: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite number of `kind` in [low, high] (`what` names the unit)."""
+    def parse(value: str) -> float:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+        if not (math.isfinite(number) and low <= number <= high):
+            unit = f" {what}" if what else ""
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}{unit}, got {value}")
+        return number
+    return parse
 
 
-def positive_hours(value: str) -> float:
-    number = float(value)
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of hours, got {value}")
-    return number
+# Worker processes beyond a few per CPU only add memory; audio rates outside telephone to studio.
+positive = bounded(1, 1 << 20)
+jobs = bounded(1, 4 * (os.cpu_count() or 1), what="(4 per CPU)")
+sample_rate = bounded(8000, 96000, what="Hz")
+positive_hours = bounded(1e-4, 10000, float, "hours")

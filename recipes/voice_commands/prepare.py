@@ -47,7 +47,7 @@ import numpy as np
 
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
-from recipes.common import positive, positive_hours
+from recipes.common import jobs, positive, positive_hours, sample_rate
 from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
 from recipes.common.sentence_splits import (
     SPLITS,
@@ -177,16 +177,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the commands, as a Rhino context YAML file (default: %(default)s)")
     parser.add_argument("--hours", type=positive_hours, default=4.1,
                         help="hours of synthetic training speech; dev and test get "
-                             f"{', '.join(f'{100 * v:g}%' for v in HELD_OUT_SHARES.values())} "
+                             f"{', '.join(f'{100 * v:g}%%' for v in HELD_OUT_SHARES.values())} "
                              "of it (default: %(default)s)")
     parser.add_argument("--train", type=positive, help="training utterances, instead of --hours")
     parser.add_argument("--dev", type=positive, help="dev utterances, instead of --hours' share")
     parser.add_argument("--test", type=positive, help="test utterances, instead of --hours' share")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=positive, default=len(os.sched_getaffinity(0)),
+    parser.add_argument("--jobs", type=jobs, default=len(os.sched_getaffinity(0)),
                         help="worker processes (default: the CPUs this process may use, "
                              "%(default)s)")
-    parser.add_argument("--sample-rate", type=positive, default=16000)
+    parser.add_argument("--sample-rate", type=sample_rate, default=16000)
     parser.add_argument("--real-root", type=Path, default=DEFAULT_REAL_ROOT,
                         help="folder with speech_commands/, fsdd/ and wuw/ to add real speakers from "
                              "(default: ../shared/data when present); 'none' for synthetic only")
