@@ -69,6 +69,9 @@ class DecodingOptions:
             if self.mode == "ctc_greedy":
                 raise ValueError("decode.words constrains the attention search, not "
                                  "decode.mode=ctc_greedy")
+        for name in ("grammar", "lm"):  # a file named by an empty string: a blank CLI argument
+            if isinstance(getattr(self, name), str) and not getattr(self, name).strip():
+                raise ValueError(f"decode.{name} is an empty file name (null: none)")
         if self.grammar is not None and (self.mode == "ctc_greedy" or self.words is not None):
             raise ValueError("decode.grammar constrains the attention search: not with "
                              "decode.mode=ctc_greedy nor decode.words")

@@ -219,6 +219,9 @@ def test_options_are_checked():
     with pytest.raises(ValueError, match="^decode.words constrains the attention search, not "
                                          "decode.mode=ctc_greedy$"):
         DecodingOptions(mode="ctc_greedy", words=["one"])
+    for name in ("grammar", "lm"):  # `--grammar ''`, or `grammar: ""` in a model's config
+        with pytest.raises(ValueError, match=f"^decode.{name} is an empty file name \\(null: none\\)$"):
+            DecodingOptions(**{name: " "})
 
 
 def test_the_exact_beam_stop_waits_for_a_longer_hypothesis_that_can_still_win():

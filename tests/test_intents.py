@@ -17,6 +17,7 @@ from asr.assistant.intents import (
     argument_parser,
     calibrated_confidence,
     format_report,
+    grammar_file,
     is_right,
     read_commands,
 )
@@ -246,3 +247,11 @@ def test_a_bad_calibration_file_is_one_line(tmp_path, text):
     (tmp_path / "intents.json").write_text(text)
     with pytest.raises(ModelDirError, match=f"^{tmp_path / 'intents.json'}: "):
         calibrated_confidence(tmp_path)
+
+
+@pytest.mark.parametrize("grammar", ["", " "])
+def test_an_empty_grammar_name_is_refused_not_taken_for_the_models_own(tmp_path, grammar):
+    (tmp_path / "grammar.yaml").write_text(DEFAULT_GRAMMAR.read_text())
+    with pytest.raises(GrammarError, match=r"^the grammar is an empty file name"):
+        grammar_file(tmp_path, grammar)
+    assert grammar_file(tmp_path) == tmp_path / "grammar.yaml"

@@ -29,6 +29,13 @@ def test_fp16_loss_scaling_changes_no_weight(tmp_path):
         tmp_path / "a" / "model" / CHECKPOINT)
 
 
+@pytest.mark.parametrize("minutes", ["inf", "nan", "1e400", "0"])
+def test_a_budget_must_be_finite_and_positive(tmp_path, minutes):
+    manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[:2])
+    with pytest.raises(TrainingError, match="trainer.max_minutes must be a finite positive number"):
+        Trainer(train_config(tmp_path, manifest, f"trainer.max_minutes={minutes}", *RUN))
+
+
 def test_unknown_precision_is_refused(tmp_path):
     manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[:2])
     with pytest.raises(TrainingError, match="trainer.precision must be one of bf16, fp16, fp32, "

@@ -174,6 +174,8 @@ class IntentParser:
 def grammar_file(model_dir: str | Path, grammar: str | Path | None = None) -> Path:
     """The grammar file given, else the model directory's grammar.yaml."""
     model_dir = model_path(model_dir)
+    if grammar is not None and not str(grammar).strip():
+        raise GrammarError("the grammar is an empty file name (leave it out for the model's own)")
     path = Path(grammar) if grammar else model_dir / GRAMMAR_FILE
     if not model_dir.is_dir():
         raise ModelDirError(f"{model_dir}: not a model directory")

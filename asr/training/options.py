@@ -1,5 +1,7 @@
 """The trainer settings checked before any work, and the error of a run that cannot start."""
 
+import math
+
 import torch
 from omegaconf import DictConfig
 
@@ -22,9 +24,9 @@ def check_options(cfg: DictConfig) -> None:
     if cfg.trainer.accumulate_grad_batches < 1:
         raise TrainingError("trainer.accumulate_grad_batches must be at least 1, got "
                             f"{cfg.trainer.accumulate_grad_batches}")
-    if cfg.trainer.max_minutes is not None and cfg.trainer.max_minutes <= 0:
-        raise TrainingError(f"trainer.max_minutes must be positive (or null: no budget), got "
-                            f"{cfg.trainer.max_minutes}")
+    if cfg.trainer.max_minutes is not None and not 0 < cfg.trainer.max_minutes < math.inf:
+        raise TrainingError("trainer.max_minutes must be a finite positive number (or null: no "
+                            f"budget), got {cfg.trainer.max_minutes}")
     if cfg.trainer.average_by not in ("last", "best"):
         raise TrainingError(f"trainer.average_by must be last or best, got "
                             f"{cfg.trainer.average_by!r}")
