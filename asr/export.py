@@ -343,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as err:  # ModelDirError among the ValueErrors
         print_error(err)
         return 1
+    except KeyboardInterrupt:  # the graphs are staged and renamed into place: none is half-written
+        print(f"interrupted: {out} holds no half-written export", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -38,6 +38,7 @@ from asr.training.trainer import Trainer
 
 __all__ = ["LOCK", "Trainer", "TrainingError", "cli", "clip_gradients", "config_choices", "main"]
 
+INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C, as a shell reports SIGINT
 FILLED_IN = {"model.n_vocab"}  # what training sets itself (the tokenizer's size)
 _started = False  # set once Hydra has composed a config and handed it over
 
@@ -57,6 +58,10 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(CLOSED_PIPE) from None
     except (TrainingError, ManifestError, AudioError, ValueError, OSError) as err:
         raise SystemExit(f"error: {err}") from None
+    except KeyboardInterrupt:  # Ctrl-C: the state saved last (trainer.save_every_minutes) stays
+        print(f"interrupted: continue with the same command and trainer.resume=true (from "
+              f"{cfg.trainer.out_dir}/checkpoint.pt)", file=sys.stderr)
+        raise SystemExit(INTERRUPTED) from None
     skipped = "".join(f"; skipped {n} {what}" for n, what in [
         (state.skipped_lines, "bad manifest line(s)"),
         (sum(e.get("bad_audio", 0) for e in state.history), "bad audio item(s)"),

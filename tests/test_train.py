@@ -3,8 +3,10 @@
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -248,3 +250,23 @@ def test_the_forecast_names_what_ends_the_run(caplog, max_steps, ends):
     left = 46 * 0.1 + 2 * 0.5 if max_steps is None else 7 * 0.1 + 0.5
     assert forecast.left == pytest.approx(left)
     assert caplog.messages[-1].endswith(f"(in {left / 60:.1f} min), {ends}")
+
+
+def test_ctrl_c_ends_training_in_one_line_with_status_130(tmp_path):
+    """SIGINT mid-run: no traceback, a line that says how to continue, the shell's status 130."""
+    entries = small_real_set()
+    train = write_manifest(tmp_path / "train.jsonl", entries * 8)
+    out = tmp_path / "run"
+    run = subprocess.Popen([sys.executable, "-m", "asr.train", f"data.train_manifest={train}",
+                            f"data.dev_manifest={train}", f"trainer.out_dir={out}", "model=tiny",
+                            "tokenizer.vocab_size=30", "trainer.progress=false",
+                            "trainer.num_threads=1", "data.batch_size=2", "trainer.max_epochs=1000"],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / CHECKPOINT).is_file() and time.monotonic() < deadline:  # training has started
+        time.sleep(0.2)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == ("interrupted: continue with the same command and "
+                                            f"trainer.resume=true (from {out}/checkpoint.pt)")
