@@ -79,6 +79,7 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str) -> dict:
     """Write the shipped folder next to `out`, check it, then put it in place."""
     model, _, _ = load_model_dir(model_dir)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    staging.chmod(0o755)  # package data, readable by all (mkdtemp makes it the owner's alone)
     try:
         save_torch(half_weights(model.state_dict()), staging / WEIGHTS)
         for name in (CONFIG, TOKENIZER):
@@ -108,8 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpus", type=Path, required=True, help="the prepared corpus it trained on")
     parser.add_argument("--out", type=Path, default=FOLDER / "base")
     args = parser.parse_args(argv)
-    command = (f"bash recipes/base/run.sh  # continues from {args.out} (trainer.init_from) when "
-               "exp/base holds no run")
+    command = ("bash recipes/base/run.sh  # resumes exp/base, or starts from the shipped weights "
+               "(trainer.init_from=base)")
     try:
         info = ship(args.model, args.corpus, args.out, command)
     except ModelDirError as err:

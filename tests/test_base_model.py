@@ -1,0 +1,81 @@
+"""The base model shipped in the package: it loads by name, hears real people it never trained
+on, and a grammar given at load time constrains what it writes."""
+
+import json
+
+import pytest
+
+from asr.grammar import Grammar
+from asr.models import FOLDER
+from asr.transcriber import Transcriber
+from conftest import COMMANDS, FSDD, ROOT, TINY_GRAMMAR, require_shared
+
+SHIPPED = FOLDER / "base"
+pytestmark = pytest.mark.skipif(not (SHIPPED / "model.pt").is_file(),
+                                reason="no base model shipped (bash recipes/base/run.sh)")
+COFFEE = ROOT / "recipes" / "voice_commands" / "examples" / "coffee.yaml"
+# Clips of speakers no model of ours trained on (test speakers of their recipes' splits).
+HEARD = {FSDD / "7_yweweler_0.wav": "seven", FSDD / "0_yweweler_11.wav": "zero",
+         COMMANDS / "stop" / "27c30960_nohash_1.wav": "stop",
+         COMMANDS / "left" / "0c540988_nohash_0.wav": "left"}
+
+
+@pytest.fixture(scope="module")
+def base() -> Transcriber:
+    return Transcriber.from_pretrained(device="cpu", vad=None)
+
+
+def test_the_shipped_model_is_small_and_says_what_it_was_trained_on():
+    assert (SHIPPED / "model.pt").stat().st_size <= 25 << 20
+    training = json.loads((SHIPPED / "TRAINING.json").read_text())
+    assert training["total_audio_hours_heard"] > 0 and training["steps"] > 0
+    assert training["fp16_check"]["transcripts_differing"] == 0
+
+
+def test_base_transcribes_real_people_it_never_heard(base):
+    require_shared()
+    assert [base.transcribe(path).text for path in HEARD] == list(HEARD.values())
+
+
+def test_a_grammar_given_at_load_time_constrains_the_base(base):
+    require_shared()
+    grammar = Grammar.load(COFFEE)
+    constrained = Transcriber.from_pretrained(device="cpu", vad=None, grammar=str(COFFEE))
+    clips = list(HEARD)
+    texts = [t.text for t in constrained.transcribe(clips)]
+    assert all(grammar.parse(text) is not None for text in texts if text), texts
+    free = [t.text for t in base.transcribe(clips)]
+    assert texts != free  # the free search writes words no coffee order has
+
+
+def test_fine_tuning_from_the_base_improves_dev_acceptance_within_its_budget(tmp_path):
+    """experiment=grammar_finetune (trainer.init_from=base) on a small corpus of a grammar's
+    commands: the grammar search accepts more of the dev commands (held-out synthetic voices)
+    than the base did."""
+    from hydra import compose, initialize_config_dir
+
+    from asr import CONF_DIR
+    from asr.assistant.intents import IntentRecognizer, acceptance, recognize_manifest
+    from asr.config import register_configs
+    from asr.train import Trainer
+    from recipes.voice_commands import prepare
+
+    corpus, out, grammar = tmp_path / "words", tmp_path / "model", tmp_path / "words.yaml"
+    grammar.write_text(TINY_GRAMMAR)
+    prepare.main(["--grammar", str(grammar), "--out", str(corpus), "--train", "64", "--dev", "24",
+                  "--test", "1", "--real-root", "none", "--jobs", "1"])
+
+    def accepted(model) -> float:
+        recognizer = IntentRecognizer.from_pretrained(model, grammar, "cpu", min_confidence=0.0)
+        return acceptance(recognize_manifest(recognizer, corpus / "dev.jsonl"))["acceptance"]
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[
+            "experiment=grammar_finetune", f"data.root={corpus}", f"trainer.out_dir={out}",
+            "trainer.progress=false", "trainer.max_epochs=3", "trainer.max_minutes=2",
+            "data.batch_size=8", "scheduler.warmup_steps=4"])
+    state = Trainer(cfg).fit()
+    assert len(state.history) == 3
+    before, after = accepted("base"), accepted(out)
+    assert after > before, (before, after)
