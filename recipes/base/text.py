@@ -37,6 +37,7 @@ from pathlib import Path
 from asr.grammar import Grammar
 from asr.text import normalize_text, normalize_transcription, number_words, ordinal_words, spell_number
 from recipes.common import corpora, hash_split
+from recipes.common.real import DEFAULT_REAL_ROOT
 from recipes.common.sentence_splits import intent_pools, split_sentences
 
 SPLITS = ("train", "dev", "test")  # from least to most held out
@@ -44,8 +45,6 @@ HERE = Path(__file__).resolve().parent
 DOMAINS = HERE / "domains.yaml"
 REPO_GRAMMARS = (HERE.parent / "voice_commands" / "commands.yaml",
                  *sorted((HERE.parent / "voice_commands" / "examples").glob("*.yaml")))
-_SHARED = HERE.parents[2] / "shared" / "data"
-DEFAULT_REAL_ROOT = _SHARED if _SHARED.is_dir() else None
 SALT = "asr-base:"  # hash splits of texts and words, stable across seeds and runs
 
 GRAMMAR_CAP = 3000  # training sentences taken from one grammar at most
