@@ -125,7 +125,7 @@ class TrainerConfig:
     grad_clip: float = 5.0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: str = "bf16"  # autocast on CUDA: bf16 | fp16 (with a GradScaler) | fp32; CPU is fp32
-    num_threads: int | None = None  # torch CPU threads (None: the CPU's idle cores, asr.device.idle_cpus)
+    num_threads: int | None = None  # torch CPU threads (None: torch's; from the command line: the idle cores)
     resume: bool = False  # continue from out_dir/checkpoint.pt
     overwrite: bool = False  # start over in an out_dir that holds a run or a model (deletes it)
     init_from: str | None = None  # fine-tune: a model directory whose weights, CMVN and tokenizer start

@@ -23,13 +23,15 @@ import logging
 import sys
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+import torch
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from asr import CONF_DIR
 from asr.audio import AudioError
 from asr.cli import CLOSED_PIPE, silence_stdout
 from asr.config import register_configs
 from asr.data import ManifestError
+from asr.device import idle_cpus
 from asr.training.options import TrainingError
 from asr.training.report import log
 from asr.training.run_dir import LOCK
@@ -51,6 +53,11 @@ def main(cfg: DictConfig) -> None:
     if missing:
         raise SystemExit(f"error: no value for {', '.join(missing)}: give it on the command line "
                          f"({missing[0]}=...)")
+    on_cpu = cfg.trainer.device == "cpu" or (cfg.trainer.device == "auto"
+                                             and not torch.cuda.is_available())
+    if cfg.trainer.num_threads is None and on_cpu:
+        with open_dict(cfg):  # threads on cores that other work keeps busy stall the others
+            cfg.trainer.num_threads = idle_cpus()
     try:
         state = Trainer(cfg).fit()
     except BrokenPipeError:  # the log's reader went away: the last saved state is kept

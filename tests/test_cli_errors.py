@@ -36,7 +36,7 @@ def test_hydra_misuse_gets_hydras_error_and_the_valid_choices(tmp_path, override
     lines = result.stderr.splitlines()
     assert all(line in lines for line in hydra_says)
     assert lines[-1] == f"hint: config groups: {config_choices()}; keys: python -m asr.train --cfg job"
-    assert "model=s2t_m|s2t_s|small|tiny" in lines[-1] and "decode=beam|ctc_greedy|greedy" in lines[-1]
+    assert "model=base|s2t_m|s2t_s|small|tiny" in lines[-1] and "decode=beam|ctc_greedy|greedy" in lines[-1]
 
 
 def test_train_without_a_model_directory_says_so_in_one_line(tmp_path):

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 from asr.augment import AugmentConfig, Augmenter
 from asr.checkpoint import CHECKPOINT, TOKENIZER, build_model
 from asr.data import DurationBatchSampler, SpeechDataset, Utterance, collate, read_manifest
-from asr.device import idle_cpus, pick_device
+from asr.device import pick_device
 from asr.distributed import Distributed, distributed_device, init_distributed
 from asr.model import SpeechTransformer
 from asr.shards import ShardBatches
@@ -115,15 +115,12 @@ class TrainingSetup:
 
 def start_process(trainer: DictConfig) -> tuple[Distributed, torch.device]:
     """This process's place among the ranks and its device (`trainer.device`, one GPU per
-    rank), with `trainer.num_threads` (on the CPU by default: the idle cores) and TF32
-    matmuls (`trainer.tf32`) set."""
+    rank), with `trainer.num_threads` and TF32 matmuls (`trainer.tf32`) set."""
     device = pick_device(trainer.device)
     dist = init_distributed(trainer.distributed, trainer.backend, device)
     device = distributed_device(device, dist)
     if trainer.num_threads:
         torch.set_num_threads(trainer.num_threads)
-    elif device.type == "cpu":  # threads on busy cores stall the others
-        torch.set_num_threads(idle_cpus())
     if device.type == "cuda" and trainer.tf32:  # TF32 matmuls on Ampere and later
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     return dist, device
