@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
+import torch
 from hydra import compose, initialize_config_dir
 
 from asr import CONF_DIR
@@ -24,6 +25,15 @@ SHARED = ROOT.parent / "shared" / "data"
 FSDD = SHARED / "fsdd" / "recordings"
 COMMANDS = SHARED / "speech_commands"
 DIGITS = "zero one two three four five six seven eight nine".split()
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    """Each test starts with the process's torch thread count: a benchmark that pins it (to
+    measure on equal terms) must not change the numbers of the tests after it."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 def require_shared() -> None:

@@ -265,8 +265,9 @@ def test_ctrl_c_ends_training_in_one_line_with_status_130(tmp_path):
     deadline = time.monotonic() + 120
     while not (out / CHECKPOINT).is_file() and time.monotonic() < deadline:  # training has started
         time.sleep(0.2)
+    time.sleep(1)
     run.send_signal(signal.SIGINT)
-    _, err = run.communicate(timeout=120)
+    _, err = run.communicate(timeout=300)
     assert run.returncode == 130 and "Traceback" not in err, err
     assert err.strip().splitlines()[-1] == ("interrupted: continue with the same command and "
                                             f"trainer.resume=true (from {out}/checkpoint.pt)")

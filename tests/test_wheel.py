@@ -120,7 +120,7 @@ def test_train_config_composes_from_the_package(installed):
     assert "speed:\n      enabled: false\n      factors:\n      - 0.9" in job  # the experiment's block
     bad = installed["run"]("asr-train", "model=huge", check=False)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
-    assert bad.stderr.splitlines()[-1].startswith("hint: config groups: data=cathy|fsdd|")
+    assert bad.stderr.splitlines()[-1].startswith("hint: config groups: data=base|cathy|fsdd|")
 
 
 def test_train_transcribe_and_demo_without_a_checkout(installed, overfit_model):
