@@ -31,7 +31,6 @@ OUT/.done (the settings the corpus was made with: a run with the same settings d
 import argparse
 import hashlib
 import json
-import os
 import random
 import shutil
 import sys
@@ -44,7 +43,7 @@ import numpy as np
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Sentence
 from recipes.base.text import SOURCE_SHARES, Line, corpus_text
-from recipes.common import SPLITS, hash_split, jobs, positive_hours, sample_rate
+from recipes.common import SPLITS, add_synthesis_options, hash_split, positive_hours
 from recipes.common.corpora import CATHY_DEV_PERCENT, CATHY_TEST_PERCENT, SALT, arctic_utterances
 from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
 from recipes.common.synthesis import STATS, Job, expected_seconds, synthesize_all
@@ -206,14 +205,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("data/base"))
     parser.add_argument("--hours", type=positive_hours, default=3.0,
                         help="hours of synthetic training speech (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=jobs, default=len(os.sched_getaffinity(0)),
-                        help="worker processes (default: the CPUs this process may use, "
-                             "%(default)s)")
-    parser.add_argument("--sample-rate", type=sample_rate, default=16000)
-    parser.add_argument("--real-root", type=Path, default=DEFAULT_REAL_ROOT,
-                        help="folder laid out like ../shared/data (default: it, when present); "
-                             "'none' for synthetic speech only")
+    add_synthesis_options(parser, DEFAULT_REAL_ROOT)
     parser.add_argument("--no-kokoro", dest="kokoro", action="store_false",
                         help="leave out Kokoro's voices even when tools/setup_kokoro.sh set them up")
     parser.add_argument("--voices", type=lambda text: set(text.split(",")),

@@ -205,3 +205,16 @@ positive = bounded(1, 1 << 20)
 jobs = bounded(1, 4 * (os.cpu_count() or 1), what="(4 per CPU)")
 sample_rate = bounded(8000, 96000, what="Hz")
 positive_hours = bounded(1e-4, 10000, float, "hours")
+
+
+def add_synthesis_options(parser: argparse.ArgumentParser, real_root: Path | None) -> None:
+    """The options every synthetic corpus's prepare takes: --seed, --jobs, --sample-rate and
+    --real-root (the people that join it; `real_root` is ../shared/data when present)."""
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=jobs, default=len(os.sched_getaffinity(0)),
+                        help="worker processes (default: the CPUs this process may use, "
+                             "%(default)s)")
+    parser.add_argument("--sample-rate", type=sample_rate, default=16000)
+    parser.add_argument("--real-root", type=Path, default=real_root,
+                        help="folder laid out like ../shared/data, whose people join the corpus "
+                             "(default: it, when present); 'none' for synthetic speech only")

@@ -35,7 +35,6 @@ this module plans the corpus, runs the synthesis and writes the manifests.
 import argparse
 import hashlib
 import json
-import os
 import random
 import shutil
 import sys
@@ -47,7 +46,7 @@ import numpy as np
 
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
-from recipes.common import jobs, positive, positive_hours, sample_rate
+from recipes.common import add_synthesis_options, positive, positive_hours
 from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
 from recipes.common.sentence_splits import (
     SPLITS,
@@ -182,14 +181,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--train", type=positive, help="training utterances, instead of --hours")
     parser.add_argument("--dev", type=positive, help="dev utterances, instead of --hours' share")
     parser.add_argument("--test", type=positive, help="test utterances, instead of --hours' share")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=jobs, default=len(os.sched_getaffinity(0)),
-                        help="worker processes (default: the CPUs this process may use, "
-                             "%(default)s)")
-    parser.add_argument("--sample-rate", type=sample_rate, default=16000)
-    parser.add_argument("--real-root", type=Path, default=DEFAULT_REAL_ROOT,
-                        help="folder with speech_commands/, fsdd/ and wuw/ to add real speakers from "
-                             "(default: ../shared/data when present); 'none' for synthetic only")
+    add_synthesis_options(parser, DEFAULT_REAL_ROOT)
     parser.add_argument("--real-repeat", type=positive, default=1,
                         help="times each real command recording is listed in train (default: "
                              "%(default)s)")
