@@ -1,73 +1,56 @@
 """Search for the most likely transcript (after openai/whisper's `decoding.py`, ESPnet's beam search).
 
-The entry points and the scores of what was found live here; the decoding path is three
-modules more:
+`DecodingTask` is one way of decoding, built once (whisper's `DecodingTask`): the network, the
+options, the tokenizer's pieces, the loaded language model and the grammar. Its two methods
+decode a padded batch of waveforms: `run` to the best token ids, `hypotheses` to each
+transcript with its scores. The decoding path is three modules more:
 
 - `asr.search`: what to do (`DecodingOptions`, `conf/decode/*.yaml` fill it), the searches
   (`GreedySearch`, `BeamSearch`: every hypothesis of every utterance in one decoder call per
   step, through one `Scorer`: decoder, shallow fusion with a token LM (`asr/lm.py`), logit
   filters, the CTC prefix score), and the filters: suppressed tokens, repetition loops, with
-  `words` a closed vocabulary, with `grammar` a task grammar (only its sentences may be
-  written, `asr.grammar`, as Vosk's or pocketsphinx's grammar argument). The longest
-  transcript allowed is tied to the encoder length.
+  `words` a closed vocabulary, with a grammar only its sentences (`asr.grammar`, as Vosk's or
+  pocketsphinx's grammar argument). The longest transcript allowed is tied to the encoder
+  length.
 - `asr.network`: what the search asks of a trained model (`Network`: encode, CTC logits,
   decoder steps), so that the same search runs the torch model (`TorchNetwork`) or its
   exported ONNX graphs (`asr.onnx_backend.OnnxNetwork`); next-token log-probabilities with a
   key/value cache (`asr.attention`'s caches) or without (`CachedInference`, `FullInference`).
 - `asr.utterances`: long inputs cut into utterances and batched by length.
 
-Here:
+Three things are called grammar on this path: the grammar file (`DecodingOptions.grammar`, a
+Rhino context YAML), the `asr.grammar.Grammar` read from it (its sentences, intents and
+slots), and the `TokenGrammar` (that grammar's automaton over the tokenizer's pieces: which
+token may come next), which the search follows.
+
+Here also:
 
 - `ctc_greedy`: the CTC head's best path alone, the fast path (no decoder at all). It also
   guards the decoder: an utterance whose best CTC path is empty (every frame blank) has no
   words, whatever the attention decoder, which must say something, would invent.
-- `decode_hypotheses`: each transcript found with its scores (`teacher_forced`: average
-  log-probability, no-speech probability, confidence), with a grammar its n-best list and
-  its likelihood ratio against the free best path (`garbage_ratio`) and, if asked, its words'
-  frames (`asr.alignment`, CTC forced alignment). `decode_texts`: plain texts of a batch.
+- `teacher_forced` (average log-probability, no-speech probability, confidence) and
+  `garbage_ratio` (a grammar sentence's likelihood ratio against the free best path): the
+  scores of what was found.
+
+The CTC head's logits are computed once per batch and serve every step that reads them: the
+no-speech guard, the prefix score, the scores and the word alignment.
 """
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from asr.alignment import WordFrames, align_words
+from asr.grammar import Grammar
 from asr.grammar.automaton import TokenGrammar
-from asr.lm import TokenLM
+from asr.lm import TokenLM, load_lm
 from asr.model import SpeechTransformer
 from asr.network import Network, as_network
 from asr.search import BeamSearch, DecodingOptions, GreedySearch, Ranked, Scorer
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-
-
-@torch.no_grad()
-def decode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
-           options: DecodingOptions, pieces: list[str] | None = None,
-           lm: TokenLM | None = None, grammar: TokenGrammar | None = None) -> list[list[int]]:
-    """Token ids (no BOS/EOS) of the best transcript of each waveform in the batch.
-
-    `pieces` (the tokenizer's piece of each id) are needed only for `options.words`, `lm` (the
-    loaded `options.lm`) only for fusion, `grammar` (the loaded `options.grammar`) only for a
-    grammar search. `options.lead_in_ms` of silence go before each waveform: a model that
-    heard a pause before the first word in training (synthetic speech, most recordings)
-    mishears clips that start right on it (FSDD's).
-    """
-    network = as_network(model)
-    memory, memory_lengths = encode(network, *_lead_in(network, wave, lengths, options),
-                                    options.encoder_batch)
-    return decode_memory(network, memory, memory_lengths, options, pieces, lm, grammar)
-
-
-def decode_texts(model: SpeechTransformer | Network, tokenizer: Tokenizer, wave: Tensor,
-                 lengths: Tensor, options: DecodingOptions, lm: TokenLM | None = None,
-                 grammar: TokenGrammar | None = None) -> list[str]:
-    """One padded batch of waveforms -> transcripts (`decode`, then the tokenizer)."""
-    pieces = tokenizer.pieces if options.words is not None else None
-    found = decode(model, wave, lengths, options, pieces, lm, grammar)
-    return [tokenizer.decode(ids) for ids in found]
 
 
 @dataclass
@@ -84,39 +67,126 @@ class Hypothesis:
     free_tokens: list[int] | None = None  # with a grammar: the CTC head's best path, free
 
 
+class DecodingTask:
+    """One way of decoding, built once: the network, the options, the tokenizer's pieces, the
+    loaded language model (`options.lm`, or `lm`) and the grammar (a loaded `Grammar`, or the
+    file `options.grammar` names) with its `TokenGrammar`.
+
+    The tokenizer is needed for a word list, a grammar, a language model and word alignment;
+    plain search needs only the network. Everything the options name is loaded here, so a bad
+    file fails at construction, not at the first utterance.
+    """
+
+    def __init__(self, model: SpeechTransformer | Network, options: DecodingOptions | None = None,
+                 tokenizer: Tokenizer | None = None, grammar: Grammar | None = None,
+                 lm: TokenLM | None = None) -> None:
+        self.network = as_network(model)
+        self.options = options = options or DecodingOptions()
+        self.pieces = tokenizer.pieces if tokenizer is not None else None
+        if grammar is None and options.grammar is not None:
+            grammar = Grammar.load(options.grammar)
+        if grammar is not None and (options.mode == "ctc_greedy" or options.words is not None):
+            raise ValueError("a grammar constrains the attention search: not with "
+                             "decode.mode=ctc_greedy nor decode.words")
+        if lm is None and options.lm is not None:
+            lm = load_lm(options.lm, self._tokenizer(tokenizer, "decode.lm"), self.network.device)
+        if options.words is not None:
+            self._tokenizer(tokenizer, "decode.words")
+        self.grammar = grammar
+        self.token_grammar = None if grammar is None else TokenGrammar(
+            grammar.automaton, self._tokenizer(tokenizer, "a grammar").pieces)
+        self.lm = lm
+
+    @staticmethod
+    def _tokenizer(tokenizer: Tokenizer | None, needs: str) -> Tokenizer:
+        if tokenizer is None:
+            raise ValueError(f"{needs} needs the tokenizer")
+        return tokenizer
+
+    @torch.no_grad()
+    def run(self, wave: Tensor, lengths: Tensor) -> list[list[int]]:
+        """Token ids (no BOS/EOS) of the best transcript of each waveform of a padded batch."""
+        memory, memory_lengths = self.encode(wave, lengths)
+        ranked = self.search(memory, memory_lengths, self.ctc_logits(memory))
+        return [best[0][0] if best else [] for best in ranked]
+
+    @torch.no_grad()
+    def hypotheses(self, wave: Tensor, lengths: Tensor, align: bool = False) -> list[Hypothesis]:
+        """`run`, each transcript with its scores and, with `align` (needs the CTC head and
+        the tokenizer), its words' encoder frames (lead-in included). With a grammar, each
+        also carries its n-best list, its `garbage_ratio` and the free CTC best path."""
+        memory, memory_lengths = self.encode(wave, lengths)
+        logits = self.ctc_logits(memory)
+        ranked = self.search(memory, memory_lengths, logits)
+        found = [best[0][0] if best else [] for best in ranked]
+        log_probs = None if logits is None else logits.float().log_softmax(-1)
+        average, no_speech, confidence = teacher_forced(self.network, memory, memory_lengths,
+                                                        found, ctc_log_probs=log_probs)
+        rows = [{} for _ in found]
+        if self.token_grammar is not None:
+            ratios = garbage_ratio(self.network, memory, memory_lengths, found, log_probs)
+            free = ctc_greedy(log_probs, memory_lengths) if log_probs is not None else None
+            for row, (best, ratio) in enumerate(zip(ranked, ratios, strict=True)):
+                rows[row] = {"nbest": best, "garbage_ratio": ratio,
+                             "free_tokens": free[row] if free is not None else None}
+        if align:
+            if log_probs is None or self.pieces is None:
+                raise ValueError("word alignment needs a model with a CTC head and the "
+                                 "tokenizer")
+            for row, (ids, n) in enumerate(zip(found, memory_lengths, strict=True)):
+                rows[row]["words"] = align_words(log_probs[row, :int(n)], ids, self.pieces)
+        return [Hypothesis(tokens=ids, avg_logprob=avg, no_speech_prob=empty, confidence=sure,
+                           **extra)
+                for ids, avg, empty, sure, extra
+                in zip(found, average, no_speech, confidence, rows, strict=True)]
+
+    def encode(self, wave: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Encoder states of a padded batch, `options.lead_in_ms` of silence before each
+        waveform: a model that heard a pause before the first word in training (synthetic
+        speech, most recordings) mishears clips that start right on it (FSDD's)."""
+        if self.options.lead_in_ms > 0:
+            samples = round(self.options.lead_in_ms / 1000 * self.network.sample_rate)
+            wave, lengths = F.pad(wave, (samples, 0)), lengths + samples
+        return encode(self.network, wave, lengths, self.options.encoder_batch)
+
+    def ctc_logits(self, memory: Tensor) -> Tensor | None:
+        """The CTC head's logits of a batch (None without a head), once for every step that
+        reads them."""
+        return self.network.ctc_logits(memory) if self.network.has_ctc else None
+
+    def search(self, memory: Tensor, memory_lengths: Tensor,
+               logits: Tensor | None) -> list[Ranked]:
+        """Each utterance's transcripts found, (ids, score) best first (empty: none), given
+        the memory, its lengths and its CTC logits."""
+        options = self.options
+        if options.mode == "ctc_greedy":
+            if logits is None:
+                raise ValueError("decode.mode=ctc_greedy needs a model with a CTC head")
+            return [[(ids, 0.0)] for ids in ctc_greedy(logits.float(), memory_lengths)]
+        if options.ctc_no_speech and logits is not None:
+            speech = [bool(ids) for ids in ctc_greedy(logits.float(), memory_lengths)]
+            if not all(speech):
+                return _only(speech, lambda keep: self._search(
+                    memory[keep], memory_lengths[keep], logits[keep]))
+        return self._search(memory, memory_lengths, logits)
+
+    def _search(self, memory: Tensor, memory_lengths: Tensor,
+                logits: Tensor | None) -> list[Ranked]:
+        options = self.options
+        max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
+        search = GreedySearch() if options.beam_size == 1 else BeamSearch(
+            options.beam_size, options.length_penalty, exact=self.token_grammar is not None)
+        scorer = Scorer(self, memory, memory_lengths, logits, search.group)
+        return search.run(scorer, max_tokens)
+
+
 @torch.no_grad()
-def decode_hypotheses(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
-                      options: DecodingOptions, pieces: list[str] | None = None,
-                      lm: TokenLM | None = None, align: bool = False,
-                      grammar: TokenGrammar | None = None) -> list[Hypothesis]:
-    """`decode`, each transcript with its scores and, with `align` (needs the CTC head and
-    `pieces`), its words' encoder frames (lead-in included). With a `grammar`, each also
-    carries its n-best list and its `garbage_ratio`."""
-    network = as_network(model)
-    memory, memory_lengths = encode(network, *_lead_in(network, wave, lengths, options),
-                                    options.encoder_batch)
-    ranked = search_memory(network, memory, memory_lengths, options, pieces, lm, grammar)
-    found = [best[0][0] if best else [] for best in ranked]
-    # the CTC head's log-probabilities, once for every score below that reads them
-    log_probs = network.ctc_logits(memory).float().log_softmax(-1) if network.has_ctc else None
-    scores = teacher_forced(network, memory, memory_lengths, found, ctc_log_probs=log_probs)
-    ratios: list[float | None] = [None] * len(found)
-    free: list[list[int] | None] = [None] * len(found)
-    if grammar is not None:
-        ratios = garbage_ratio(network, memory, memory_lengths, found, log_probs)
-        if log_probs is not None:
-            free = ctc_greedy(log_probs, memory_lengths)
-    words: list[list[WordFrames] | None] = [None] * len(found)
-    if align:
-        if log_probs is None or pieces is None:
-            raise ValueError("word alignment needs a model with a CTC head and the tokenizer's "
-                             "pieces")
-        words = [align_words(log_probs[row, :int(n)], ids, pieces)
-                 for row, (ids, n) in enumerate(zip(found, memory_lengths, strict=True))]
-    nbest = ranked if grammar is not None else [None] * len(found)
-    return [Hypothesis(ids, att, no_speech, sure, timing, best, ratio, heard)
-            for ids, att, no_speech, sure, timing, best, ratio, heard
-            in zip(found, *scores, words, nbest, ratios, free, strict=True)]
+def decode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
+           options: DecodingOptions | None = None,
+           tokenizer: Tokenizer | None = None) -> list[list[int]]:
+    """Token ids of the best transcript of each waveform of a padded batch: a `DecodingTask`
+    built for this one call (build the task once to decode many batches)."""
+    return DecodingTask(model, options, tokenizer).run(wave, lengths)
 
 
 @torch.no_grad()
@@ -143,14 +213,6 @@ def garbage_ratio(network: Network, memory: Tensor, memory_lengths: Tensor,
     # a ratio of 0, the transcript explains the audio as well as anything could
     ratio = ((best + path) / memory_lengths.clamp(min=1)).clamp(min=0.0)
     return [r if ids else math.inf for r, ids in zip(ratio.tolist(), found, strict=True)]
-
-
-def _lead_in(network: Network, wave: Tensor, lengths: Tensor,
-             options: DecodingOptions) -> tuple[Tensor, Tensor]:
-    if options.lead_in_ms <= 0:
-        return wave, lengths
-    samples = round(options.lead_in_ms / 1000 * network.sample_rate)
-    return F.pad(wave, (samples, 0)), lengths + samples
 
 
 @torch.no_grad()
@@ -221,41 +283,6 @@ def encode(model: SpeechTransformer | Network, wave: Tensor, lengths: Tensor,
     frames = max(m.shape[1] for m, _ in parts)
     memory = torch.cat([F.pad(m, (0, 0, 0, frames - m.shape[1])) for m, _ in parts])
     return memory, torch.cat([n for _, n in parts])
-
-
-def decode_memory(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
-                  options: DecodingOptions, pieces: list[str] | None = None,
-                  lm: TokenLM | None = None, grammar: TokenGrammar | None = None,
-                  ) -> list[list[int]]:
-    """The best transcript's ids given the memory (`encode`'s, (batch, frames, ...)) and its
-    lengths."""
-    ranked = search_memory(model, memory, memory_lengths, options, pieces, lm, grammar)
-    return [best[0][0] if best else [] for best in ranked]
-
-
-def search_memory(model: SpeechTransformer | Network, memory: Tensor, memory_lengths: Tensor,
-                  options: DecodingOptions, pieces: list[str] | None = None,
-                  lm: TokenLM | None = None, grammar: TokenGrammar | None = None,
-                  ) -> list[Ranked]:
-    """Each utterance's transcripts found, (ids, score) best first (empty: none)."""
-    network = as_network(model)
-    if options.mode == "ctc_greedy":
-        if not network.has_ctc:
-            raise ValueError("decode.mode=ctc_greedy needs a model with a CTC head")
-        return [[(ids, 0.0)] for ids in ctc_greedy(network.ctc_logits(memory).float(),
-                                                   memory_lengths)]
-    if options.ctc_no_speech and network.has_ctc:
-        speech = [bool(ids) for ids in ctc_greedy(network.ctc_logits(memory).float(),
-                                                  memory_lengths)]
-        if not all(speech):
-            return _only(speech, lambda keep: search_memory(
-                network, memory[keep], memory_lengths[keep], replace(options, ctc_no_speech=False),
-                pieces, lm, grammar))
-    max_tokens = (memory_lengths.float() * options.max_len_ratio).ceil().long().clamp(min=1)
-    search = GreedySearch() if options.beam_size == 1 else BeamSearch(
-        options.beam_size, options.length_penalty, exact=grammar is not None)
-    scorer = Scorer(network, memory, memory_lengths, search.group, options, pieces, lm, grammar)
-    return search.run(scorer, max_tokens)
 
 
 def _only(keep: list[bool], run) -> list[Ranked]:

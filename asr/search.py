@@ -19,15 +19,18 @@ and beam searches over a `Network`, one decoder call per step for every hypothes
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from asr.grammar.automaton import TokenGrammar
 from asr.lm import TokenLM
-from asr.network import Network
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, WORD_START
+
+if TYPE_CHECKING:
+    from asr.decoding import DecodingTask
 from asr.untrusted import check_fields, check_ranges
 
 MODES = ("attention", "ctc_greedy")
@@ -102,36 +105,31 @@ class LanguageModel:
 
 
 class Scorer:
-    """Joint next-token scores for a batch of hypotheses: attention decoder (through a cache
-    or not) fused with a language model if given, logit filters, length limit, and optionally
-    the CTC prefix score. With a `grammar` (the loaded `options.grammar`) only its sentences
-    may be written; no repetition limit then: the grammar bounds what may repeat."""
+    """Joint next-token scores for a batch of hypotheses of a `DecodingTask`: attention decoder
+    (through a cache or not) fused with its language model if given, logit filters, length
+    limit, and optionally the CTC prefix score (from the batch's CTC `logits`). With the task's
+    grammar only its sentences may be written; no repetition limit then: the grammar bounds
+    what may repeat."""
 
-    def __init__(self, network: Network, memory: Tensor, memory_lengths: Tensor,
-                 group: int, options: DecodingOptions, pieces: list[str] | None = None,
-                 lm: TokenLM | None = None, grammar: TokenGrammar | None = None) -> None:
+    def __init__(self, task: "DecodingTask", memory: Tensor, memory_lengths: Tensor,
+                 logits: Tensor | None, group: int) -> None:
+        network, options = task.network, task.options
         self.inference = network.inference(memory, memory_lengths, options.kv_cache)
         self.group = group
-        if options.lm is not None and lm is None:
-            raise ValueError("decode.lm is set but no language model was loaded")
-        self.lm = LanguageModel(lm) if lm is not None and options.lm_weight > 0 else None
+        self.lm = LanguageModel(task.lm) if task.lm is not None and options.lm_weight > 0 \
+            else None
         self.lm_weight = options.lm_weight
-        if options.grammar is not None and grammar is None:
-            raise ValueError("decode.grammar is set but no grammar was loaded")
         self.filters: list[LogitFilter] = [SuppressTokens([PAD_ID, BOS_ID])]
-        self.in_grammar = grammar is not None
-        if grammar is not None:
-            self.filters.append(GrammarConstraint(grammar))
+        self.in_grammar = task.token_grammar is not None
+        if task.token_grammar is not None:
+            self.filters.append(GrammarConstraint(task.token_grammar))
         elif options.max_repeats > 0:
             self.filters.append(RepetitionLimit(options.max_repeats))
         if options.words is not None:
-            if pieces is None:
-                raise ValueError("decode.words needs the tokenizer's pieces")
-            self.filters.append(WordList(options.words, pieces))
-        use_ctc = options.ctc_weight > 0 and network.has_ctc
+            self.filters.append(WordList(options.words, task.pieces))
+        use_ctc = options.ctc_weight > 0 and logits is not None
         self.ctc_weight = options.ctc_weight if use_ctc else 0.0
-        self.ctc = CTCPrefixScorer(network.ctc_logits(memory), memory_lengths, group) \
-            if use_ctc else None
+        self.ctc = CTCPrefixScorer(logits, memory_lengths, group) if use_ctc else None
         self.pre_beam = math.ceil(options.pre_beam_ratio * group) if use_ctc else 2 * group
         self.pre_beam = min(max(self.pre_beam, 2), network.dims.n_vocab)
 

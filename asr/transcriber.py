@@ -7,7 +7,8 @@
     t.transcribe(["a.wav", "b.flac"])       # [Transcript, Transcript], decoded in batches
     t.transcribe("talk.ogg", word_timestamps=True).segments[0].words   # [Word(...), ...]
     Transcriber.from_pretrained("exp/voice_commands", backend="onnx")  # its exported graphs
-    Transcriber.from_pretrained("exp/coffee", grammar="coffee.yaml")   # only the grammar's sentences
+    Transcriber.from_pretrained(grammar="coffee.yaml")   # only the grammar's sentences
+    t.set_grammar(Grammar.from_yaml(text))                # another grammar, the model kept
 
 Audio of any length is streamed (`asr.stream`), cut into utterances by the voice activity
 detector (`asr.vad`) and the utterances of all inputs are decoded together in batches, so
@@ -22,7 +23,7 @@ class.
 """
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -31,11 +32,9 @@ from tqdm import tqdm
 
 from asr.audio import AudioError, load_audio, prepare_array
 from asr.checkpoint import CONFIG, ModelDirError, load_model_dir, section
-from asr.decoding import DecodingOptions, Hypothesis, decode_hypotheses, decode_texts
+from asr.decoding import DecodingOptions, DecodingTask, Hypothesis
 from asr.device import pick_device
 from asr.grammar import Grammar
-from asr.grammar.automaton import TokenGrammar
-from asr.lm import load_lm
 from asr.model import SpeechTransformer
 from asr.models import DEFAULT as DEFAULT_MODEL
 from asr.models import model_path
@@ -104,21 +103,35 @@ class Transcriber:
 
     def __init__(self, model: SpeechTransformer | Network, tokenizer: Tokenizer,
                  options: DecodingOptions | None = None,
-                 vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16) -> None:
+                 vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16,
+                 grammar: Grammar | None = None) -> None:
         check_arguments(options, vad, batch_size)
         self.model, self.tokenizer = model, tokenizer
         self.network = as_network(model)
-        self.options = options or DecodingOptions()
         self.vad, self.batch_size = vad, batch_size
         if isinstance(model, SpeechTransformer):
             model.eval()
         self.device = self.network.device
-        self.lm = load_lm(self.options.lm, tokenizer, self.device) if self.options.lm else None
         self.sample_rate = self.network.sample_rate
-        self.pieces = tokenizer.pieces  # for word lists, grammars and word timings
-        self.grammar = Grammar.load(self.options.grammar) if self.options.grammar else None
-        self.token_grammar = TokenGrammar(self.grammar.automaton, self.pieces) \
-            if self.grammar else None
+        self.task = DecodingTask(self.network, options, tokenizer, grammar)
+
+    @property
+    def options(self) -> DecodingOptions:
+        return self.task.options
+
+    @property
+    def grammar(self) -> Grammar | None:
+        """The grammar whose sentences alone are written (None: free text)."""
+        return self.task.grammar
+
+    def set_grammar(self, grammar: Grammar | str | Path | None) -> None:
+        """Write only this grammar's sentences from now on (a `Grammar`, or a grammar file);
+        None: free text again. The model stays loaded: a new grammar takes what reading it
+        takes (as Vosk's `SetGrammar`)."""
+        if grammar is not None and not isinstance(grammar, Grammar):
+            grammar = Grammar.load(grammar)
+        options = replace(self.options, grammar=None)
+        self.task = DecodingTask(self.network, options, self.tokenizer, grammar, self.task.lm)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path = DEFAULT_MODEL, device: str = "auto",
@@ -126,7 +139,7 @@ class Transcriber:
                         backend: str = "torch", **options) -> "Transcriber":
         """Load a model directory or a shipped model by name (`asr.models`: "base", the
         default); `options` override the decoding settings it was saved with
-        (`grammar=FILE`: write only the sentences of that grammar).
+        (`grammar=FILE` or a loaded `Grammar`: write only the sentences of that grammar).
 
         `backend="onnx"` runs the graphs `python -m asr.export` wrote (DIR/onnx, or DIR itself
         when it is an export directory) in onnxruntime, on the CPU."""
@@ -142,8 +155,11 @@ class Transcriber:
             from_section(DecodingOptions, saved, "decode")
         except (TypeError, ValueError) as err:
             raise ModelDirError(f"{Path(directory) / CONFIG}: {err}") from None
+        grammar = options.pop("grammar") if isinstance(options.get("grammar"), Grammar) else None
+        if grammar is not None:
+            options["grammar"] = None  # the object in place of the file the model may name
         chosen = from_section(DecodingOptions, {**saved, **options}, "decode")
-        return cls(model, tokenizer, chosen, vad, batch_size)
+        return cls(model, tokenizer, chosen, vad, batch_size, grammar)
 
     def load(self, audio: AudioInput, sample_rate: int | None = None) -> torch.Tensor:
         """A path or an array (with its `sample_rate`) -> whole mono waveform at the model's rate."""
@@ -234,17 +250,13 @@ class Transcriber:
 
     def _hypotheses(self, waves: list[torch.Tensor], align: bool) -> list[Hypothesis]:
         """One batch, decoded with scores (and word frames with `align`)."""
-        return decode_hypotheses(self.network, *padded(waves, self.device), self.options,
-                                 self.pieces, self.lm, align, self.token_grammar)
+        return self.task.hypotheses(*padded(waves, self.device), align)
 
     def _decode(self, waves: list[torch.Tensor], scored: bool, align: bool = False) -> list:
         wave, lengths = padded(waves, self.device)
         if not scored:
-            texts = decode_texts(self.network, self.tokenizer, wave, lengths, self.options,
-                                 self.lm, self.token_grammar)
-            return [(text, None) for text in texts]
-        found = decode_hypotheses(self.network, wave, lengths, self.options, self.pieces,
-                                  self.lm, align, self.token_grammar)
+            return [(self.tokenizer.decode(ids), None) for ids in self.task.run(wave, lengths)]
+        found = self.task.hypotheses(wave, lengths, align)
         return [(self.tokenizer.decode(h.tokens), h) for h in found]
 
 

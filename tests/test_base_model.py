@@ -48,6 +48,24 @@ def test_a_grammar_given_at_load_time_constrains_the_base(base):
     assert texts != free  # the free search writes words no coffee order has
 
 
+def test_a_grammar_object_a_file_and_set_grammar_search_alike(base):
+    """Vosk's SetGrammar: one loaded model takes a grammar as a file, as a `Grammar`, or
+    switched in later, and writes the same sentences; None frees it again."""
+    require_shared()
+    clips = list(HEARD)
+    by_file = Transcriber.from_pretrained(device="cpu", vad=None, grammar=str(COFFEE))
+    expected = [t.text for t in by_file.transcribe(clips)]
+    by_object = Transcriber.from_pretrained(device="cpu", vad=None, grammar=Grammar.load(COFFEE))
+    assert [t.text for t in by_object.transcribe(clips)] == expected
+    switched = Transcriber.from_pretrained(device="cpu", vad=None)
+    free = [t.text for t in switched.transcribe(clips)]
+    switched.set_grammar(COFFEE)
+    assert switched.grammar is not None and switched.options.grammar is None
+    assert [t.text for t in switched.transcribe(clips)] == expected
+    switched.set_grammar(None)
+    assert [t.text for t in switched.transcribe(clips)] == free
+
+
 def test_fine_tuning_from_the_base_improves_dev_acceptance_within_its_budget(tmp_path):
     """experiment=grammar_finetune (trainer.init_from=base) on a small corpus of a grammar's
     commands: the grammar search accepts more of the dev commands (held-out synthetic voices)

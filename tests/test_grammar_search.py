@@ -386,10 +386,10 @@ def loaded(tiny_model: dict) -> tuple:
 
 
 def test_the_tiny_model_says_what_its_recordings_say(tiny_model):
-    from asr.decoding import DecodingOptions, decode_texts
+    from asr.decoding import DecodingTask
 
     model, tokenizer, wave, lengths = loaded(tiny_model)
-    texts = decode_texts(model, tokenizer, wave, lengths, DecodingOptions())
+    texts = [tokenizer.decode(ids) for ids in DecodingTask(model).run(wave, lengths)]
     assert texts == [text for _, text in tiny_model["entries"]]
 
 
@@ -400,13 +400,12 @@ def test_constrained_search_writes_only_grammar_sentences(tiny_model, search):
     best first, also where the recording says something else ("left go"); a recording whose
     length limit (max_len_ratio) leaves no room for a sentence the search was writing finds
     none rather than a cut one ("seven seve", greedy). What is a sentence is heard as said."""
-    from asr.decoding import DecodingOptions, decode_hypotheses
+    from asr.decoding import DecodingOptions, DecodingTask
 
     model, tokenizer, wave, lengths = loaded(tiny_model)
     grammar = Grammar.from_yaml(SEARCH_GRAMMAR)
-    rule = TokenGrammar(grammar.automaton, tokenizer.pieces)
-    options = DecodingOptions(grammar="search.yaml", **SEARCHES[search])
-    found = decode_hypotheses(model, wave, lengths, options, tokenizer.pieces, grammar=rule)
+    options = DecodingOptions(**SEARCHES[search])
+    found = DecodingTask(model, options, tokenizer, grammar).hypotheses(wave, lengths)
     texts = [tokenizer.decode(h.tokens) for h in found]
     for h, text in zip(found, texts, strict=True):
         if not h.nbest:  # no sentence fits (the utterance is too short for it): nothing found
@@ -420,38 +419,37 @@ def test_constrained_search_writes_only_grammar_sentences(tiny_model, search):
     assert [s for s, _ in commands] == ["nine", "yes", "stop", "go", "stop left"]
     assert all(s == t for s, t in commands), commands  # what is a sentence is heard as said
     assert sum(bool(h.nbest) for h in found) >= 10
-    with pytest.raises(ValueError, match="decode.grammar is set but no grammar was loaded"):
-        decode_hypotheses(model, wave, lengths, options, tokenizer.pieces)
+    with pytest.raises(ValueError, match="a grammar needs the tokenizer"):
+        DecodingTask(model, options, grammar=grammar)
+    with pytest.raises(ValueError, match="not with decode.mode=ctc_greedy"):
+        DecodingTask(model, DecodingOptions(mode="ctc_greedy"), tokenizer, grammar)
 
 
 def test_a_grammar_holding_the_free_transcripts_changes_nothing(tiny_model, tmp_path):
     """Greedy search inside a grammar whose sentences include the free greedy transcripts
     (and others) writes exactly the free tokens: every token it would choose is allowed."""
-    from asr.decoding import DecodingOptions, decode
+    from asr.decoding import DecodingTask, decode
 
     model, tokenizer, wave, lengths = loaded(tiny_model)
-    free = decode(model, wave, lengths, DecodingOptions())
+    free = decode(model, wave, lengths)
     texts = [tokenizer.decode(ids) for ids in free]
     sentences = [*texts, "seven seven seven", "go left", "one four nine", "yes yes"]
     grammar = Grammar.from_yaml("context:\n  expressions:\n    heard: "
                                 + json.dumps(sentences) + "\n")
-    rule = TokenGrammar(grammar.automaton, tokenizer.pieces)
-    assert decode(model, wave, lengths, DecodingOptions(grammar="heard.yaml"),
-                  grammar=rule) == free
+    assert DecodingTask(model, tokenizer=tokenizer, grammar=grammar).run(wave, lengths) == free
     assert len(set(texts)) == len(texts) == 12
 
 
 @pytest.mark.parametrize("search", ["greedy ctc", "beam 3 ctc", "beam 3 no cache"])
 def test_batched_constrained_search_equals_one_at_a_time(tiny_model, search):
-    from asr.decoding import DecodingOptions, decode_hypotheses
+    from asr.decoding import DecodingOptions, DecodingTask
 
     model, tokenizer, wave, lengths = loaded(tiny_model)
-    rule = TokenGrammar(Grammar.from_yaml(SEARCH_GRAMMAR).automaton, tokenizer.pieces)
-    options = DecodingOptions(grammar="search.yaml", encoder_batch=5, **SEARCHES[search])
-    together = decode_hypotheses(model, wave, lengths, options, grammar=rule)
+    options = DecodingOptions(encoder_batch=5, **SEARCHES[search])
+    task = DecodingTask(model, options, tokenizer, Grammar.from_yaml(SEARCH_GRAMMAR))
+    together = task.hypotheses(wave, lengths)
     for i, h in enumerate(together):
-        alone = decode_hypotheses(model, wave[i:i + 1, :lengths[i]], lengths[i:i + 1], options,
-                                  grammar=rule)[0]
+        alone = task.hypotheses(wave[i:i + 1, :lengths[i]], lengths[i:i + 1])[0]
         assert [ids for ids, _ in h.nbest] == [ids for ids, _ in alone.nbest]
         assert [s for _, s in h.nbest] == pytest.approx([s for _, s in alone.nbest], abs=1e-4)
         assert h.garbage_ratio == pytest.approx(alone.garbage_ratio, abs=1e-4)
@@ -463,7 +461,7 @@ def test_garbage_ratio_is_lowest_for_what_the_audio_says(tiny_model):
     grammar search reports the ratio of the sentence it found: a recording that says a
     grammar sentence gets its own words' ratio, one that says something else gets a sentence
     forced on it, with a higher ratio than its own words have (or none at all: inf)."""
-    from asr.decoding import DecodingOptions, decode_hypotheses, encode, garbage_ratio
+    from asr.decoding import DecodingTask, encode, garbage_ratio
     from asr.network import as_network
 
     model, tokenizer, wave, lengths = loaded(tiny_model)
@@ -476,8 +474,8 @@ def test_garbage_ratio_is_lowest_for_what_the_audio_says(tiny_model):
         others = [ratios[s][heard] for s in range(len(texts)) if s != heard]
         assert abs(ratios[heard][heard]) < 0.1 and ratios[heard][heard] < min(others), own
     assert garbage_ratio(network, memory[:1], memory_lengths[:1], [[]]) == [math.inf]
-    rule = TokenGrammar(Grammar.from_yaml(SEARCH_GRAMMAR).automaton, tokenizer.pieces)
-    found = decode_hypotheses(model, wave, lengths, DecodingOptions(grammar="g"), grammar=rule)
+    task = DecodingTask(model, tokenizer=tokenizer, grammar=Grammar.from_yaml(SEARCH_GRAMMAR))
+    found = task.hypotheses(wave, lengths)
     assert [h.garbage_ratio for h in found] == pytest.approx(
         garbage_ratio(network, memory, memory_lengths, [h.tokens for h in found]), abs=1e-5)
     grammar = Grammar.from_yaml(SEARCH_GRAMMAR)

@@ -62,13 +62,12 @@ def test_fusion_moves_the_search_towards_the_lm(overfit_model, one_lm):
                                             ctc_weight=0.0, lm=str(one_lm), lm_weight=20.0)
         assert [r.text for r in heavy.transcribe(paths)] == ["one"] * len(paths)
     model, tokenizer, _ = load_model_dir(model_dir)
-    lm = load_lm(one_lm, tokenizer)
     waves = [Transcriber(model, tokenizer).load(p) for p in paths]
     wave = torch.nn.utils.rnn.pad_sequence(waves, batch_first=True)
     lengths = torch.tensor([len(w) for w in waves])
     options = {"beam_size": 4, "ctc_weight": 0.5, "lm": str(one_lm), "lm_weight": 1.0}
-    assert (decode(model, wave, lengths, DecodingOptions(kv_cache=True, **options), lm=lm)
-            == decode(model, wave, lengths, DecodingOptions(kv_cache=False, **options), lm=lm))
+    assert (decode(model, wave, lengths, DecodingOptions(kv_cache=True, **options), tokenizer)
+            == decode(model, wave, lengths, DecodingOptions(kv_cache=False, **options), tokenizer))
 
 
 def test_lm_errors_are_one_line(overfit_model, one_lm, tmp_path, capsys):

@@ -51,13 +51,13 @@ from asr.assistant.intents import (
     IntentParser,
     default_min_confidence,
     free_text,
-    load_searched,
+    grammar_file,
     nbest_texts,
 )
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, one_line, quiet_pipe, tsv_field
-from asr.grammar import GrammarError
+from asr.grammar import Grammar, GrammarError
 from asr.transcriber import DEFAULT_VAD, Transcriber
 from asr.untrusted import first_line, from_section
 from asr.vad import VAD_RATES, Endpointer, SpeechSpan, VADConfig
@@ -321,12 +321,13 @@ def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     """The demo's parts from its config; the model is loaded here (the slow part)."""
     intents = dict(_plain(cfg.intents) or {})
     search = intents.get("search", IntentParser.search)
-    transcriber, grammar = load_searched(cfg.model_dir, cfg.grammar, cfg.device, search,
-                                         DEFAULT_VAD)
+    grammar = Grammar.load(grammar_file(cfg.model_dir, cfg.grammar))
+    transcriber = Transcriber.from_pretrained(cfg.model_dir, device=cfg.device, vad=DEFAULT_VAD,
+                                              grammar=grammar if search == "grammar" else None)
     actions = from_section(ActionsConfig, _plain(cfg.actions), "actions")
     assistant = Assistant(actions, announce=lambda line: console(f"** {line}"))
     if intents.get("min_confidence") is None:
-        intents["min_confidence"] = default_min_confidence(cfg.model_dir, search)
+        intents["min_confidence"] = default_min_confidence(cfg.model_dir, search, cfg.grammar)
     parser = from_section(IntentParser, {"grammar": grammar, **intents}, "intents")
     vad = from_section(VADConfig, _plain(cfg.vad), "vad")
     return VoiceDemo(transcriber, parser, assistant, vad, cfg.sample_rate, console, cfg.early_ms)

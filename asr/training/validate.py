@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import torch
 
-from asr.decoding import DecodingOptions, decode_texts
+from asr.decoding import DecodingOptions, DecodingTask
 from asr.distributed import Distributed, gather_objects
 from asr.metrics import error_rate
 from asr.model import SpeechTransformer
@@ -19,12 +19,12 @@ def validate(model: SpeechTransformer, tokenizer: Tokenizer, batches: Iterable[d
     share of the dev `batches`, combined with every other rank's."""
     model.eval()
     loss_sum, count, pairs = 0.0, 0, []
+    greedy = DecodingTask(model, DecodingOptions(beam_size=1))
     for batch in batches:
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         with autocast(device, precision):
             losses = model(batch["wave"], batch["lengths"], batch["tokens"])
-            texts = decode_texts(model, tokenizer, batch["wave"], batch["lengths"],
-                                 DecodingOptions(beam_size=1))
+            texts = [tokenizer.decode(ids) for ids in greedy.run(batch["wave"], batch["lengths"])]
         loss_sum += losses["loss"].item()
         refs = [tokenizer.decode(row.tolist()) for row in batch["tokens"]]
         pairs.extend(zip(refs, texts, strict=True))
