@@ -43,6 +43,8 @@ from asr.untrusted import UntrustedInputError, first_line, from_section, read_fi
 
 CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT = (
     "config.yaml", "model.pt", "tokenizer.model", "metrics.json", "checkpoint.pt")
+GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
+CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated on dev
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB
 MAX_TOKENIZER_BYTES = 64 << 20  # sentencepiece: about 1 MB for 32k pieces
 MAX_TORCH_BYTES = 8 << 30  # weights (and a training checkpoint: weights and optimiser state)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from asr.checkpoint import save_text
+from asr.outputs import output_problem
 
 # Control characters (C0, DEL, C1) and Unicode's line and paragraph separators: whatever a
 # terminal or a line-splitting reader could take for the end of a line or an escape sequence.
@@ -74,6 +75,16 @@ def float_in(low: float, high: float):
             raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
         return value
     return parse
+
+
+def check_output(parser: argparse.ArgumentParser, option: str, path: str | Path,
+                 reads: list[str]) -> None:
+    """A usage error, before any work, for an output that would replace a file the command
+    reads (`reads`: its inputs and the model's files, `asr.outputs.model_files`), is a
+    folder, or lies in no folder. Every command that writes a file checks it here."""
+    problem = output_problem(Path(path), reads)
+    if problem is not None:
+        parser.error(f"{option} {path} {problem}")
 
 
 def save_report(report: dict, path: str | Path) -> None:

@@ -12,20 +12,14 @@ from pathlib import Path
 
 from asr.audio import AudioError, load_audio
 from asr.checkpoint import ModelDirError
-from asr.cli import ArgumentParser, print_error, quiet_pipe, save_report
+from asr.cli import ArgumentParser, check_output, print_error, quiet_pipe, save_report
 from asr.data import ManifestError, read_manifest
 from asr.metrics import char_errors, word_errors
 from asr.models import DEFAULT as DEFAULT_MODEL
 from asr.models import model_path
+from asr.outputs import model_files
 from asr.progress import progress
-from asr.transcribe import (
-    add_decoding_arguments,
-    decoding_overrides,
-    input_keys,
-    model_files,
-    replaced,
-    set_threads,
-)
+from asr.transcribe import add_decoding_arguments, decoding_overrides, set_threads
 from asr.transcriber import Transcriber
 
 PROG = "asr-evaluate"  # the name usage errors begin with
@@ -66,14 +60,6 @@ def _rate(rows: list[dict], unit: str) -> float:
     return errors / length if length else float(errors > 0)
 
 
-def check_report_path(parser: ArgumentParser, report: Path, manifest: Path, model: Path) -> None:
-    """A usage error for a --json report that would replace the manifest it scores or a file
-    of the model (a report beside them, in the model directory, is fine)."""
-    found = replaced(report, input_keys([str(manifest), *model_files(model)]))
-    if found is not None:
-        parser.error(f"--json {report} is {found}: the report would replace it")
-
-
 @quiet_pipe
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
@@ -85,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
     if args.json:
-        check_report_path(parser, Path(args.json), Path(args.manifest), Path(args.model))
+        check_output(parser, "--json", args.json, [args.manifest, *model_files(args.model)])
     set_threads(args)
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device, vad=None,

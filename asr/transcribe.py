@@ -20,7 +20,6 @@ stdout goes away (`| head -1`), the command ends quietly.
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -31,11 +30,12 @@ import soundfile
 import torch
 
 from asr.audio import AudioError
-from asr.checkpoint import CHECKPOINT, CONFIG, METRICS, TOKENIZER, WEIGHTS, ModelDirError, save_text
+from asr.checkpoint import ModelDirError, save_text
 from asr.cli import ArgumentParser, int_in, print_error, quiet_pipe, tsv_field
 from asr.formats import FORMATS, record, render
 from asr.models import DEFAULT as DEFAULT_MODEL
 from asr.models import model_path
+from asr.outputs import STDIN, input_keys, model_files, replaced
 from asr.progress import print_line
 from asr.search import MODES
 from asr.stream import check_audio_file
@@ -48,7 +48,6 @@ MAX_THREADS = 1024
 STDIN_HEAD_BYTES = 1 << 20  # enough for any header soundfile reads (FLAC, Ogg, MP3 included)
 MAX_STDIN_BYTES = 8 << 30  # hours of audio in any format; a file is streamed without a bound
 
-STDIN = "-"
 
 
 @quiet_pipe
@@ -175,12 +174,6 @@ def first_clash(names: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def model_files(model: Path) -> list[str]:
-    """The files of a model directory, which no output may replace (metrics.json is an input
-    name's json output away: an audio file named metrics.wav)."""
-    return [str(model / name) for name in (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT)]
-
-
 def replaced_input(names: list[str], folder: Path, formats: list[str], others: list[str] = (),
                    ) -> tuple[str, Path] | None:
     """An input (or one of `others`: files read besides them) that one of the output files
@@ -193,30 +186,6 @@ def replaced_input(names: list[str], folder: Path, formats: list[str], others: l
             if found is not None:
                 return found, path
     return None
-
-
-def input_keys(names: list[str]) -> dict[tuple, str]:
-    """`file_keys` of each named file (stdin has none) -> its name."""
-    return {key: name for name in names if name != STDIN for key in file_keys(Path(name))}
-
-
-def replaced(path: Path, inputs: dict[tuple, str]) -> str | None:
-    """The input that writing `path` would replace: the same file, or the same name in the
-    same folder (an audio file named x.tsv), through links and `..` alike."""
-    return next((inputs[key] for key in file_keys(path) if key in inputs), None)
-
-
-def file_keys(path: Path) -> list[tuple]:
-    """What tells a file apart: its inode (through links), and its folder's inode with its
-    name (for a file that does not exist yet)."""
-    keys: list[tuple] = []
-    for target, name in ((path, None), (path.parent, path.name)):
-        try:
-            info = os.stat(target)
-        except (OSError, ValueError):  # ValueError: a NUL in the name
-            continue
-        keys.append((info.st_dev, info.st_ino, name))
-    return keys
 
 
 def write_outputs(name: str, result: Transcript, formats: list[str], folder: Path,

@@ -255,3 +255,83 @@ def test_an_empty_grammar_name_is_refused_not_taken_for_the_models_own(tmp_path,
     with pytest.raises(GrammarError, match=r"^the grammar is an empty file name"):
         grammar_file(tmp_path, grammar)
     assert grammar_file(tmp_path) == tmp_path / "grammar.yaml"
+
+
+@pytest.fixture
+def model_copy(tmp_path) -> Path:
+    """The shipped base model's directory, copied where a command may write."""
+    import shutil
+
+    from asr.models import FOLDER
+    if not (FOLDER / "base" / "model.pt").is_file():
+        pytest.skip("no base model shipped")
+    return Path(shutil.copytree(FOLDER / "base", tmp_path / "model"))
+
+
+def commands_manifest(folder: Path, commands: int, others: int, intent: str = "time") -> Path:
+    from conftest import FSDD, require_shared
+    require_shared()
+    clip = str(FSDD / "7_yweweler_0.wav")
+    rows = [{"audio_filepath": clip, "intent": intent}] * commands
+    rows += [{"audio_filepath": clip, "intent": None}] * others
+    manifest = folder / "m.jsonl"
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return manifest
+
+
+@pytest.mark.parametrize("command", ["evaluate", "calibrate"])
+@pytest.mark.parametrize("target", ["model.pt", "config.yaml", "grammar.yaml", "intents.json",
+                                    "manifest"])
+def test_a_report_never_replaces_what_the_command_reads(model_copy, capsys, command, target):
+    """--json over the manifest or a file of the model is a usage error before any work, and
+    the file is as it was."""
+    from asr.assistant.intents import main
+    manifest = commands_manifest(model_copy.parent, 1, 0)
+    path = manifest if target == "manifest" else model_copy / target
+    before = path.read_bytes()
+    with pytest.raises(SystemExit) as stopped:
+        main([command, "--model", str(model_copy), "--manifest", str(manifest),
+              "--json", str(path)])
+    assert stopped.value.code == 2
+    assert "the output would replace it" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert path.read_bytes() == before
+
+
+def test_calibrating_into_a_folder_is_refused_before_any_work(model_copy, capsys):
+    from asr.assistant.intents import main
+    manifest = commands_manifest(model_copy.parent, 10, 10)
+    (model_copy / "intents.json").unlink()
+    (model_copy / "intents.json").mkdir()
+    with pytest.raises(SystemExit) as stopped:
+        main(["calibrate", "--model", str(model_copy), "--manifest", str(manifest)])
+    assert stopped.value.code == 2
+    assert "intents.json is a folder" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("commands", "others", "intent", "problem"), [
+    (12, 0, "time", "needs at least 10 commands and 10 non-commands (intent null); it has 12 and 0"),
+    (1, 0, "time", "it has 1 and 0"),
+    (10, 10, "brew_coffee", "intent 'brew_coffee' is not one of the grammar's"),
+])
+def test_a_manifest_that_cannot_calibrate_is_refused(model_copy, capsys, commands, others,
+                                                     intent, problem):
+    """No non-commands would choose the threshold that accepts everything; an intent the
+    grammar lacks can never be right. The model's calibration stays as it was."""
+    from asr.assistant.intents import main
+    manifest = commands_manifest(model_copy.parent, commands, others, intent)
+    before = (model_copy / "intents.json").read_bytes()
+    assert main(["calibrate", "--model", str(model_copy), "--manifest", str(manifest)]) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and problem in error[0]
+    assert (model_copy / "intents.json").read_bytes() == before
+
+
+def test_a_calibration_holds_for_its_own_grammar_only(model_copy, tmp_path):
+    from asr.assistant.intents import DEFAULT_MIN_CONFIDENCE, grammar_digest
+    other = tmp_path / "other.yaml"
+    other.write_text(DEFAULT_GRAMMAR.read_text().replace("please", "now please", 1))
+    (model_copy / "intents.json").write_text(json.dumps(
+        {"min_confidence": 0.123, "grammar_sha256": grammar_digest(model_copy / "grammar.yaml")}))
+    assert calibrated_confidence(model_copy) == 0.123
+    assert calibrated_confidence(model_copy, model_copy / "grammar.yaml") == 0.123
+    assert calibrated_confidence(model_copy, other) == DEFAULT_MIN_CONFIDENCE

@@ -308,9 +308,9 @@ def test_reports_and_outputs_never_replace_what_is_read(tmp_path, capsys):
     audio.write_bytes(b"RIFF")
     for run, argv, problem in [
             (evaluate_main, ["--manifest", str(manifest), "--json", str(manifest)],
-             f"--json {manifest} is {manifest}: the report would replace it"),
+             f"--json {manifest} is {manifest}: the output would replace it"),
             (evaluate_main, ["--manifest", str(manifest), "--json", str(model / "metrics.json")],
-             f"--json {model / 'metrics.json'} is {model / 'metrics.json'}: the report would "
+             f"--json {model / 'metrics.json'} is {model / 'metrics.json'}: the output would "
              "replace it"),
             (main, ["--output-dir", str(model), str(audio)],
              f"{model / 'metrics.json'} is the input {model / 'metrics.json'}: its output would "

@@ -39,6 +39,7 @@ push the threshold to 1).
 """
 
 import argparse
+import hashlib
 import json
 import math
 import reprlib
@@ -50,28 +51,35 @@ from pathlib import Path
 from rapidfuzz.distance import Levenshtein
 
 from asr.audio import AudioError, load_audio
-from asr.checkpoint import ModelDirError, save_text
-from asr.cli import ArgumentParser, one_line, print_error, quiet_pipe, save_report, tsv_field
+from asr.checkpoint import CALIBRATION_FILE, GRAMMAR_FILE, ModelDirError, save_text
+from asr.cli import (
+    ArgumentParser,
+    check_output,
+    one_line,
+    print_error,
+    quiet_pipe,
+    save_report,
+    tsv_field,
+)
 from asr.data import ManifestError, audio_path
 from asr.decoding import Hypothesis
 from asr.grammar import Grammar, GrammarError
 from asr.models import DEFAULT as DEFAULT_MODEL
 from asr.models import model_path
+from asr.outputs import model_files
 from asr.progress import progress
 from asr.text import normalize_text
 from asr.transcriber import Transcriber
 from asr.untrusted import UntrustedInputError, check_fields, check_ranges, first_line, read_text
-from asr.vad import VADConfig
 
 PROG = "asr-intents"  # the installed command (pyproject's [project.scripts])
 MODULE = "python -m asr.assistant.intents"  # the same, run from a checkout
-GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
-CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated on dev
 MAX_MANIFEST_BYTES = 256 << 20
 SEARCHES = ("grammar", "free")
 DEFAULT_THRESHOLD = 0.85  # free search: lowest similarity to a grammar sentence that counts
 DEFAULT_MIN_CONFIDENCE = 0.3  # grammar search, uncalibrated: lowest exp(-garbage ratio) x agreement
 CALIBRATION_COST = 2.0  # `calibrate`: a non-command accepted costs as much as two refused
+MIN_CALIBRATION_ROWS = 10  # `calibrate` needs this many commands and as many non-commands
 COMMANDS = {"evaluate": "Score intents on a manifest.",
             "calibrate": "Choose the grammar search's min_confidence on dev."}
 
@@ -185,37 +193,35 @@ def grammar_file(model_dir: str | Path, grammar: str | Path | None = None) -> Pa
     return path
 
 
-def load_searched(model_dir: str | Path, grammar: str | Path | None, device: str,
-                  search: str, vad: VADConfig | None = None) -> tuple[Transcriber, Grammar]:
-    """The model and its grammar (`grammar_file`), read once: the grammar search loads it
-    into the transcriber, which writes only its sentences; the free search apart."""
-    model_dir = model_path(model_dir)
-    path = grammar_file(model_dir, grammar)
-    if search == "grammar":
-        transcriber = Transcriber.from_pretrained(model_dir, device=device, vad=vad,
-                                                  grammar=str(path))
-        return transcriber, transcriber.grammar
-    return Transcriber.from_pretrained(model_dir, device=device, vad=vad), Grammar.load(path)
+def default_min_confidence(model_dir: str | Path, search: str,
+                           grammar: str | Path | None = None) -> float:
+    """The grammar search's calibrated threshold for this grammar (`calibrated_confidence`);
+    0 for the free search, which refuses by similarity."""
+    return calibrated_confidence(model_dir, grammar) if search == "grammar" else 0.0
 
 
-def default_min_confidence(model_dir: str | Path, search: str) -> float:
-    """The grammar search's calibrated threshold (`calibrated_confidence`); 0 for the free
-    search, which refuses by similarity."""
-    return calibrated_confidence(model_dir) if search == "grammar" else 0.0
+def grammar_digest(grammar: str | Path) -> str:
+    """What a calibration is tied to: the grammar file's bytes (its SHA-256, shortened)."""
+    return hashlib.sha256(Path(grammar).read_bytes()).hexdigest()[:16]
 
 
-def calibrated_confidence(model_dir: str | Path) -> float:
-    """The grammar search's `min_confidence` calibrated for this model (DIR/intents.json),
-    else DEFAULT_MIN_CONFIDENCE. The file is untrusted: a bad one is a one-line error."""
+def calibrated_confidence(model_dir: str | Path, grammar: str | Path | None = None) -> float:
+    """The grammar search's `min_confidence` calibrated for this model (DIR/intents.json) and
+    this grammar file (None: the model's own), else DEFAULT_MIN_CONFIDENCE: a threshold found
+    with one grammar says nothing of another. The file is untrusted: a bad one is a one-line
+    error."""
     path = model_path(model_dir) / CALIBRATION_FILE
     if not path.is_file():
         return DEFAULT_MIN_CONFIDENCE
     try:
-        value = json.loads(read_text(path, 1 << 16, "the calibration")).get("min_confidence")
+        saved = json.loads(read_text(path, 1 << 16, "the calibration"))
+        value, digest = saved.get("min_confidence"), saved.get("grammar_sha256")
     except (UntrustedInputError, json.JSONDecodeError, AttributeError, RecursionError) as err:
         raise ModelDirError(f"{path}: not a calibration file ({first_line(err)})") from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ModelDirError(f"{path}: min_confidence must be a number in [0, 1], got {value!r}")
+    if digest is not None and grammar_digest(grammar_file(model_dir, grammar)) != digest:
+        return DEFAULT_MIN_CONFIDENCE
     return float(value)
 
 
@@ -265,9 +271,11 @@ class IntentRecognizer:
                         threshold: float = DEFAULT_THRESHOLD,
                         min_confidence: float | None = None) -> "IntentRecognizer":
         """`min_confidence` None: `default_min_confidence`."""
-        transcriber, loaded = load_searched(model_dir, grammar, device, search)
+        loaded = Grammar.load(grammar_file(model_dir, grammar))
+        transcriber = Transcriber.from_pretrained(
+            model_dir, device=device, grammar=loaded if search == "grammar" else None)
         if min_confidence is None:
-            min_confidence = default_min_confidence(model_dir, search)
+            min_confidence = default_min_confidence(model_dir, search, grammar)
         return cls(transcriber, IntentParser(loaded, search, threshold, min_confidence))
 
     def recognize(self, audio: list) -> list[Intent]:
@@ -446,7 +454,9 @@ def _program() -> str:
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
     command = argv[0] if argv and argv[0] in COMMANDS else None
-    return argument_parser(command).parse_args(argv[1:] if command else argv)
+    args = argument_parser(command).parse_args(argv[1:] if command else argv)
+    args.command = command
+    return args
 
 
 def argument_parser(command: str | None) -> ArgumentParser:
@@ -480,14 +490,45 @@ def argument_parser(command: str | None) -> ArgumentParser:
     return parser
 
 
+def check_calibration_manifest(manifest: str | Path, grammar: Grammar) -> None:
+    """A ManifestError unless the manifest can calibrate: MIN_CALIBRATION_ROWS commands and as
+    many non-commands (with none, every threshold refuses nothing wrongly, and the lowest,
+    which accepts everything, would win), and only intents the grammar has."""
+    rows = read_commands(manifest)
+    commands = sum(intent is not None for _, intent, _ in rows)
+    if min(commands, len(rows) - commands) < MIN_CALIBRATION_ROWS:
+        raise ManifestError(f"{manifest}: calibrating needs at least {MIN_CALIBRATION_ROWS} "
+                            f"commands and {MIN_CALIBRATION_ROWS} non-commands (intent null); "
+                            f"it has {commands} and {len(rows) - commands}")
+    unknown = sorted({intent for _, intent, _ in rows if intent is not None}
+                     - set(grammar.intents))
+    if unknown:
+        raise ManifestError(f"{manifest}: intent {unknown[0]!r} is not one of the grammar's")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Usage errors, before any work, for a --json report or a calibration that would replace
+    a file read (the manifest, the grammar, the model's files) or cannot be written."""
+    reads = [str(args.manifest)] if "manifest" in args else []
+    reads += [str(args.grammar)] if args.grammar else []
+    parser = argument_parser(args.command)
+    if "manifest" in args and args.json:
+        check_output(parser, "--json", args.json, [*reads, *model_files(args.model)])
+    if "search" not in args:  # calibrate writes the model's intents.json
+        check_output(parser, "calibrating into", Path(args.model) / CALIBRATION_FILE, reads)
+
+
 def _calibrate(args: argparse.Namespace) -> dict:
     """Pick min_confidence on the manifest, write DIR/intents.json, return the report there."""
     recognizer = IntentRecognizer.from_pretrained(args.model, args.grammar, args.device,
                                                   min_confidence=0.0)
+    check_calibration_manifest(args.manifest, recognizer.parser.grammar)
     results = recognize_manifest(recognizer, args.manifest)
     chosen = calibrate(results)
     report = acceptance(at_confidence(results, chosen))
-    saved = {"min_confidence": chosen, "manifest": str(args.manifest),
+    grammar = grammar_file(args.model, args.grammar)
+    saved = {"min_confidence": chosen, "grammar": str(grammar),
+             "grammar_sha256": grammar_digest(grammar), "manifest": str(args.manifest),
              "cost_of_a_false_acceptance": CALIBRATION_COST, "dev": report}
     save_text(json.dumps(saved, indent=1) + "\n", Path(args.model) / CALIBRATION_FILE)
     print(f"min_confidence {chosen:.4f} (written to {Path(args.model) / CALIBRATION_FILE})")
@@ -514,6 +555,7 @@ def _print_intents(recognizer: IntentRecognizer, files: list[str], as_json: bool
 @quiet_pipe
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(sys.argv[1:] if argv is None else argv)
+    check_outputs(args)
     try:
         if "search" not in args:
             report = _calibrate(args)
