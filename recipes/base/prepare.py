@@ -45,6 +45,7 @@ from asr.grammar import Sentence
 from recipes.base.text import SOURCE_SHARES, Line, corpus_text
 from recipes.common import SPLITS, add_synthesis_options, hash_split, positive_hours
 from recipes.common.corpora import CATHY_DEV_PERCENT, CATHY_TEST_PERCENT, SALT, arctic_utterances
+from recipes.common.ownership import claim
 from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
 from recipes.common.synthesis import STATS, Job, expected_seconds, synthesize_all
 from recipes.common.voices import Voice, choose_voice, discover_voices, split_voices
@@ -216,6 +217,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    claim(args.out, "base", [f"wavs/{split}" for split in SPLITS])
     start = time.monotonic()
     use_real = args.real_root is not None and str(args.real_root) != "none"
     real_root = args.real_root if use_real else None
@@ -224,13 +226,15 @@ def main(argv: list[str] | None = None) -> None:
     real = real_corpus(real_root, args.out) if use_real else {split: [] for split in SPLITS}
     wanted = settings(args, voices, text, real)
     done = args.out / ".done"
-    if done.is_file() and json.loads(done.read_text()) == wanted:
+    if done.is_file() and done.read_text(errors="replace") == json.dumps(wanted, indent=1) + "\n":
         print(f"{args.out}: already prepared")
         return
     done.unlink(missing_ok=True)
     for split in SPLITS:
-        shutil.rmtree(args.out / "wavs" / split, ignore_errors=True)
-        (args.out / "wavs" / split).mkdir(parents=True, exist_ok=True)
+        wavs = args.out / "wavs" / split
+        if wavs.exists():
+            shutil.rmtree(wavs)
+        wavs.mkdir(parents=True)
     jobs = plan(text, voices_per_split(voices), args.hours, args.seed, args.sample_rate, args.out)
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
     before = STATS["synthesised"]

@@ -9,19 +9,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
+root=()  # --root ROOT: a local copy instead of the download
+if [ -n "${ROOT:-}" ]; then root=(--root "$ROOT"); fi
 data=data/cathy
 model=exp/cathy
 
-$py -m recipes.cathy.prepare ${ROOT:+--root "$ROOT"} --out "$data"
-$py -m asr.train experiment=cathy data.root="$data" trainer.out_dir="$model" "$@"
-$py -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --json "$model/test_results.json"
+"$py" -m recipes.cathy.prepare "${root[@]}" --out "$data"
+"$py" -m asr.train experiment=cathy data.root="$data" trainer.out_dir="$model" "$@"
+"$py" -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --json "$model/test_results.json"
 
 [ "${LM:-0}" = 1 ] || exit 0
-$py -m recipes.cathy.lm_text --out "$data/lm" --exclude "$data/dev.jsonl" --exclude "$data/test.jsonl"
+"$py" -m recipes.cathy.lm_text --out "$data/lm" --exclude "$data/dev.jsonl" --exclude "$data/test.jsonl"
 # the training prompts, read three times: in-domain text weighs more than the Bible's
-$py -m asr.train_lm --model "$model" --text "$data/lm/bible.txt" --text "$data/lm/fortunes.txt" \
+"$py" -m asr.train_lm --model "$model" --text "$data/lm/bible.txt" --text "$data/lm/fortunes.txt" \
   --text "$data/train.jsonl" --text "$data/train.jsonl" --text "$data/train.jsonl" \
   --dev "$data/dev.jsonl" --out "$model/lm" --steps 2000 --warmup-steps 100 --lr 2e-3 \
   --eval-every 200 --d-model 192 --layers 3 --d-ff 768 --overwrite
-$py -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --lm "$model/lm" \
+"$py" -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --lm "$model/lm" \
   --lm-weight "${LM_WEIGHT:-1.25}" --beam-size 20 --json "$model/test_results_lm.json"

@@ -9,6 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
+init=()  # trainer.init_from=INIT: fine-tune that model
+if [ -n "${INIT:-}" ]; then init=("trainer.init_from=$INIT"); fi
+root=()  # --root ROOT: a local copy instead of the download
+if [ -n "${ROOT:-}" ]; then root=(--root "$ROOT"); fi
 data=data/fsdd
 model=exp/fsdd
 
@@ -19,7 +23,7 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
   # corpus's digit sentences and 1500 synthetic digit strings (REHEARSE=none: neither)
   if [ "${REHEARSE:-}" != none ]; then
     experiment=fsdd_finetune
-    $py -m recipes.common.synthetic --vocabulary digits --max-words 7 --out data/fsdd_synthetic \
+    "$py" -m recipes.common.synthetic --vocabulary digits --max-words 7 --out data/fsdd_synthetic \
       --count 1500 --jobs "$(nproc)"
     prep=(--rehearse "${REHEARSE:-data/voice_commands_synthetic/train.jsonl}"
           data/fsdd_synthetic/train.jsonl)
@@ -28,12 +32,12 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
     # prepared apart from its own recipe's data/speech_commands, which may hold synthetic words.
     if [ -n "${SPEECH_COMMANDS:-}" ]; then
       sc=data/fsdd_speech_commands
-      $py -m recipes.speech_commands.prepare --root "$SPEECH_COMMANDS" --out $sc
-      prep+=($sc/train.jsonl $sc/train.jsonl $sc/train.jsonl)
+      "$py" -m recipes.speech_commands.prepare --root "$SPEECH_COMMANDS" --out "$sc"
+      prep+=("$sc/train.jsonl" "$sc/train.jsonl" "$sc/train.jsonl")
     fi
   fi
 fi
-$py -m recipes.fsdd.prepare ${ROOT:+--root "$ROOT"} --out "$data" "${prep[@]}"
-$py -m asr.train experiment=$experiment data.root="$data" trainer.out_dir="$model" \
-  ${INIT:+trainer.init_from="$INIT"} "$@"
-$py -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --json "$model/test_results.json"
+"$py" -m recipes.fsdd.prepare "${root[@]}" --out "$data" "${prep[@]}"
+"$py" -m asr.train experiment="$experiment" data.root="$data" trainer.out_dir="$model" \
+  "${init[@]}" "$@"
+"$py" -m asr.evaluate --model "$model/averaged" --manifest "$data/test.jsonl" --json "$model/test_results.json"

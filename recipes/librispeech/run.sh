@@ -6,17 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
+root=()  # --root ROOT: a local copy instead of the download
+if [ -n "${ROOT:-}" ]; then root=(--root "$ROOT"); fi
 ngpu=${NGPU:-1}
 data=data/librispeech
 model=${MODEL_DIR:-exp/librispeech}
 
-$py -m recipes.librispeech.prepare ${ROOT:+--root "$ROOT"} --out "$data"
+"$py" -m recipes.librispeech.prepare "${root[@]}" --out "$data"
 # conf/experiment/librispeech.yaml: fairseq's s2t schedule, 8 x 400 s of padded audio per update
 # (8 GPUs, or accumulation on fewer).
-$py -m torch.distributed.run --standalone --nproc_per_node="$ngpu" -m asr.train \
+"$py" -m torch.distributed.run --standalone --nproc_per_node="$ngpu" -m asr.train \
   experiment=librispeech data.root="$data" trainer.out_dir="$model" \
-  trainer.accumulate_grad_batches=$((8 / ngpu)) "$@"
+  trainer.accumulate_grad_batches="$((8 / ngpu))" "$@"
 for split in dev_clean dev_other test_clean test_other; do
-  $py -m asr.evaluate --model "$model/averaged" --manifest "$data/$split.jsonl" \
+  "$py" -m asr.evaluate --model "$model/averaged" --manifest "$data/$split.jsonl" \
     --json "$model/averaged/${split}_results.json"
 done

@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
+init=()  # trainer.init_from=INIT: fine-tune that model
+if [ -n "${INIT:-}" ]; then init=("trainer.init_from=$INIT"); fi
+root=()  # --root ROOT: a local copy instead of the download
+if [ -n "${ROOT:-}" ]; then root=(--root "$ROOT"); fi
 data=data/speech_commands
 model=exp/speech_commands
 
@@ -17,12 +21,12 @@ if [ -n "${INIT:-}" ]; then  # fine-tune a trained model: its network, CMVN and 
   # words have ~7 real clips), and scored with the average of the last 5 epochs (dev's pick
   # in three seeds; README.md). REHEARSE=none leaves the synthetic words out.
   if [ "${REHEARSE:-}" != none ]; then
-    $py -m recipes.common.synthetic --vocabulary speech_commands --max-words 1 \
+    "$py" -m recipes.common.synthetic --vocabulary speech_commands --max-words 1 \
       --out data/speech_commands_synthetic --count 1500 --jobs "$(nproc)"
     prep=(--rehearse data/speech_commands_synthetic/train.jsonl) weights=$model/averaged
   fi
 fi
-$py -m recipes.speech_commands.prepare ${ROOT:+--root "$ROOT"} --out "$data" "${prep[@]}"
-$py -m asr.train experiment=$experiment data.root="$data" trainer.out_dir="$model" \
-  ${INIT:+trainer.init_from="$INIT"} "$@"
-$py -m asr.evaluate --model "$weights" --manifest "$data/test.jsonl" --json "$model/test_results.json"
+"$py" -m recipes.speech_commands.prepare "${root[@]}" --out "$data" "${prep[@]}"
+"$py" -m asr.train experiment="$experiment" data.root="$data" trainer.out_dir="$model" \
+  "${init[@]}" "$@"
+"$py" -m asr.evaluate --model "$weights" --manifest "$data/test.jsonl" --json "$model/test_results.json"

@@ -47,6 +47,7 @@ import numpy as np
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
 from recipes.common import add_synthesis_options, positive, positive_hours
+from recipes.common.ownership import claim
 from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
 from recipes.common.sentence_splits import (
     SPLITS,
@@ -190,6 +191,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    claim(args.out, "voice_commands", [f"wavs/{split}" for split in SPLITS])
     start = time.monotonic()
     try:
         grammar = Grammar.load(args.grammar)
@@ -202,13 +204,15 @@ def main(argv: list[str] | None = None) -> None:
         {split: [] for split in SPLITS}
     wanted = settings(args, voices, real)
     done = args.out / ".done"
-    if done.is_file() and json.loads(done.read_text()) == wanted:
+    if done.is_file() and done.read_text(errors="replace") == json.dumps(wanted, indent=1) + "\n":
         print(f"{args.out}: already prepared")
         return
     done.unlink(missing_ok=True)
     for split in SPLITS:
-        shutil.rmtree(args.out / "wavs" / split, ignore_errors=True)
-        (args.out / "wavs" / split).mkdir(parents=True, exist_ok=True)
+        wavs = args.out / "wavs" / split
+        if wavs.exists():
+            shutil.rmtree(wavs)
+        wavs.mkdir(parents=True)
     jobs = plan(args, pools, split_voices(voices))
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
     records = synthesize_all(jobs, args.jobs)

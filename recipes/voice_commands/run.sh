@@ -39,10 +39,16 @@ for arg in "$@"; do
 done
 grammar=${GRAMMAR:-$grammar}
 if [ "${MINUTES:-}" = none ]; then MINUTES=null; fi
-bash tools/setup.sh
-py=.venv/bin/python
 name=voice_commands experiment=voice_commands hours=${HOURS:-4.1}
 [ "$grammar" = recipes/voice_commands/commands.yaml ] || name=$(basename "${grammar%.*}")
+case $name in  # the corpus and model folders are data/NAME and exp/NAME
+  '' | .* | *[!A-Za-z0-9_.-]*)
+    echo "error: GRAMMAR=$grammar: its file name makes no folder name (data/$name); name the" \
+      "file with letters, digits, _ - and ." >&2
+    exit 2 ;;
+esac
+bash tools/setup.sh
+py=.venv/bin/python
 if [ -n "${INIT:-}" ] && [ "$INIT" != none ]; then
   experiment=grammar_finetune hours=${HOURS:-0.6}
 fi
@@ -63,24 +69,24 @@ if [ -n "${MINUTES:-}" ]; then budget=("trainer.max_minutes=$MINUTES"); fi
   trainer.resume=true "${init[@]}" "${budget[@]}" "${overrides[@]}"
 cp "$data/grammar.yaml" "$model/grammar.yaml"
 # the grammar search's rejection threshold, chosen on dev (held-out voices, real non-commands)
-$py -m asr.assistant.intents calibrate --model "$model" --manifest "$data/dev.jsonl"
-$py -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \
+"$py" -m asr.assistant.intents calibrate --model "$model" --manifest "$data/dev.jsonl"
+"$py" -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \
   --json "$model/test_results.json" | tee "$model/test_wer.txt"
-$py -m recipes.common.breakdown "$model/test_results.json" "$data/test.jsonl" engine
+"$py" -m recipes.common.breakdown "$model/test_results.json" "$data/test.jsonl" engine
 if [ -f "$data/test_real.jsonl" ]; then  # people never heard in training (../shared/data)
-  $py -m asr.evaluate --model "$model" --manifest "$data/test_real.jsonl" \
+  "$py" -m asr.evaluate --model "$model" --manifest "$data/test_real.jsonl" \
     --json "$model/test_real_results.json"
-  $py -m recipes.common.breakdown "$model/test_real_results.json" "$data/test_real.jsonl" source
+  "$py" -m recipes.common.breakdown "$model/test_real_results.json" "$data/test_real.jsonl" source
 fi
 for manifest in test test_real test_other; do  # intents (grammar search): acceptance, false acceptance
   if [ -f "$data/$manifest.jsonl" ]; then
     echo "intents, $manifest:"
-    $py -m asr.assistant.intents evaluate --model "$model" --manifest "$data/$manifest.jsonl" \
+    "$py" -m asr.assistant.intents evaluate --model "$model" --manifest "$data/$manifest.jsonl" \
       --json "$model/${manifest}_intents.json"
   fi
 done
 echo "sample ($(cat "$data/sample.txt")):"
-$py -m asr.assistant.intents --model "$model" "$data/sample.wav"
+"$py" -m asr.assistant.intents --model "$model" "$data/sample.wav"
 
 elapsed=$(( $(date +%s) - start ))
 "$py" -m recipes.voice_commands.verdict --model "$model" --seconds "$elapsed" \

@@ -8,19 +8,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-.venv/bin/python}
+init=()  # trainer.init_from=INIT: fine-tune that model
+if [ -n "${INIT:-}" ]; then init=("trainer.init_from=$INIT"); fi
+root=()  # --root ROOT: a local copy instead of the download
+if [ -n "${ROOT:-}" ]; then root=(--root "$ROOT"); fi
 data=data/wuw
 model=${MODEL:-exp/wuw}
 
-$py -m recipes.wuw.prepare ${ROOT:+--root "$ROOT"} --out "$data"
+"$py" -m recipes.wuw.prepare "${root[@]}" --out "$data"
 if [ "${ROOMS:-0}" = 1 ] && [ ! -f data/rirs/rirs.jsonl ]; then
-  $py -m asr.rooms --out data/rirs --count 200
+  "$py" -m asr.rooms --out data/rirs --count 200
 fi
 # conf/experiment/wuw.yaml: cathy's settings (a small corpus of sentences), not tuned here.
 experiment=wuw${INIT:+_finetune}
-$py -m asr.train experiment=$experiment data.root="$data" trainer.out_dir="$model" \
-  ${INIT:+trainer.init_from="$INIT"} "$@"
+"$py" -m asr.train experiment="$experiment" data.root="$data" trainer.out_dir="$model" \
+  "${init[@]}" "$@"
 # (a) transcription of the free sentences; (b) the wake word in them, with its time
-$py -m asr.evaluate --model "$model/averaged" --manifest "$data/test_sentences.jsonl" \
+"$py" -m asr.evaluate --model "$model/averaged" --manifest "$data/test_sentences.jsonl" \
   --json "$model/test_results.json"
-$py -m recipes.wuw.spot --model "$model/averaged" --manifest "$data/test_sentences.jsonl" \
+"$py" -m recipes.wuw.spot --model "$model/averaged" --manifest "$data/test_sentences.jsonl" \
   --json "$model/spot_results.json"
