@@ -95,6 +95,61 @@ def test_a_step_past_the_budget_is_stopped(tmp_path, tools):
     assert step["status"] == "fail" and "time budget ran out" in step["reason"]
 
 
+STUBBORN = """
+import signal, subprocess, sys
+for number in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT):
+    signal.signal(number, signal.SIG_IGN)
+grandchild = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+open(sys.argv[1], "w").write(str(grandchild.pid))
+while True:
+    pass
+"""
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_step_that_ignores_its_deadline_is_killed_and_the_others_kept(tmp_path, tools):
+    """Each step of `main` runs as its own process: one that ignores every signal (and
+    started another) is killed with all it started when the budget ends; the check's JSON
+    keeps the steps before it and skips the ones after."""
+    import time
+
+    import gpu_check
+
+    require_shared()
+    check = gpu_check.Check(tmp_path, SHARED, toy=True, budget=0.0, work=tmp_path / "work")
+    check.run("first", lambda: {"ok": True})
+    check.budget = time.monotonic() - check.started + 3.0
+    started = time.monotonic()
+    check.run_process("stubborn", [sys.executable, "-c", STUBBORN, str(tmp_path / "pid")])
+    assert time.monotonic() - started < 3.0 + 15
+    check.run_process("after", [sys.executable, "-c", "pass"])
+    steps = json.loads((tmp_path / "gpu_check.json").read_text())["steps"]
+    assert [(s["name"], s["status"]) for s in steps] == [
+        ("first", "pass"), ("stubborn", "fail"), ("after", "skip")]
+    assert steps[0]["details"] == {"ok": True}
+    assert steps[1]["reason"].startswith("killed when the time budget ran out")
+    time.sleep(0.5)
+    assert not running(int((tmp_path / "pid").read_text()))
+
+
+def test_a_step_process_without_a_result_fails_with_its_exit_status(tmp_path, tools):
+    import gpu_check
+
+    require_shared()
+    check = gpu_check.Check(tmp_path, SHARED, toy=True, budget=0.0, work=tmp_path / "work")
+    check.run_process("crashed", [sys.executable, "-c", "raise SystemExit(3)"])
+    step = json.loads((tmp_path / "gpu_check.json").read_text())["steps"][0]
+    assert (step["status"], step["reason"]) == (
+        "fail", "its process ended (exit 3) without a result")
+
+
 @pytest.mark.parametrize("wheel, minor, fits", [
     ("rapidfuzz-3.14.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl", 11, True),
     ("rapidfuzz-3.14.6-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl", 11, False),

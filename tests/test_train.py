@@ -271,3 +271,14 @@ def test_ctrl_c_ends_training_in_one_line_with_status_130(tmp_path):
     assert run.returncode == 130 and "Traceback" not in err, err
     assert err.strip().splitlines()[-1] == ("interrupted: continue with the same command and "
                                             f"trainer.resume=true (from {out}/checkpoint.pt)")
+
+
+def test_compiled_training_is_refused_on_cuda_before_anything_is_read():
+    """Inductor fails on the training step on CUDA after minutes of compiling: refused at
+    once there; the CPU keeps compiling (tools/gpu_check.py's toy run trains it)."""
+    from asr.training.options import TrainingError, check_compile
+
+    check_compile(True, torch.device("cpu"))
+    check_compile(False, torch.device("cuda"))
+    with pytest.raises(TrainingError, match="^trainer.compile=true does not work on CUDA"):
+        check_compile(True, torch.device("cuda"))

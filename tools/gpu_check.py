@@ -26,9 +26,12 @@ does not stop the next, and the exit status is 1 if any failed. The steps:
 Without CUDA (or with --toy) the same steps run on the CPU at toy sizes (model=tiny, a few
 steps), where autocast is off: the three precisions compute in fp32 (fp16 still runs its loss
 scaler) and one compiled run (fp32) stands for all three, compiled by Dynamo and AOTAutograd
-without Inductor's code generation (the compiled race: by Dynamo alone). `--budget` seconds
-bound the whole run: a step not started by then is skipped, one still running then is
-stopped and fails, each with that reason. The audio comes from `--data`: a folder made by
+without Inductor's code generation (the compiled race: by Dynamo alone). On CUDA compiled
+training is refused up front (`asr.training.options.check_compile`): the step passes when it
+trains or refuses in one line at once. `--budget` seconds bound the whole run: each step runs
+as a process of its own, killed with everything it started when the budget ends (it fails,
+with that reason), and a step not started by then is skipped, so the check ends within the
+budget whatever a step does. The audio comes from `--data`: a folder made by
 tools/pack_gpu.py (clips.json and its clips) or the shared corpora (../shared/data). The
 runs' model directories go to a temporary folder (or `--work DIR`), never to --out, whose
 files a lent GPU machine sends back.
@@ -56,7 +59,11 @@ from pathlib import Path
 import torch
 from gpu_data import CARRY_DATA, CLIPS, FULL, ROOT, SHARED, TOY, Clip, load_clips, write_manifest
 
+from asr.training.options import TrainingError
+
 PRECISIONS = ("fp32", "bf16", "fp16")
+RESULT_ENV = "GPU_CHECK_RESULT"  # where a step run as its own process writes its result
+MODELS = "models.json"  # in --work: the trained model of each precision, for the later steps
 log = logging.getLogger("gpu_check")
 
 
@@ -94,25 +101,60 @@ class Check:
         return [c for c in self.clips if c.split == name]
 
     def run(self, name: str, step: Callable[[], dict]) -> None:
-        """Run one step and record it: pass, fail (with the reason) or skip (out of time)."""
-        elapsed = time.monotonic() - self.started
-        if self.budget and elapsed > self.budget:
-            self.record(name, "skip", f"time budget: {elapsed:.0f} s of {self.budget:.0f} s "
-                                      "spent before it started", {}, 0.0)
+        """Run one step in this process and record it: pass, fail (with the reason) or skip
+        (out of time). A step that ignores the deadline's signal is not stopped: `main` runs
+        each step in a process of its own (`run_process`)."""
+        left = self.left()
+        if left is not None and left <= 0:
+            self.skip(name)
             return
         log.info(f"== {name}")
         started = time.monotonic()
-        status, reason, details = "pass", "", {}
-        try:
-            with deadline(self.budget - elapsed if self.budget else 0.0):
-                details = step()
-        except CheckFailed as failed:
-            status, reason, details = "fail", failed.reason, failed.details
-        except (Exception, SystemExit) as err:  # a step's crash is its failure, not the run's
-            status, reason = "fail", f"{type(err).__name__}: {first_line(err)}"
-            log.error(traceback.format_exc())
+        with deadline(left or 0.0):
+            status, reason, details = outcome(step)
         self.record(name, status, reason, details, time.monotonic() - started)
         release_memory()
+
+    def run_process(self, name: str, argv: list[str]) -> None:
+        """Run one step as the process `argv` and record what it wrote to the file named by
+        $GPU_CHECK_RESULT; killed, with every process it started, when the budget ends, so
+        that the whole check ends by then whatever a step does (a compile that ignores
+        signals, a hung collective)."""
+        left = self.left()
+        if left is not None and left <= 0:
+            self.skip(name)
+            return
+        log.info(f"== {name}")
+        result = self.work / "results" / f"{name}.json"
+        result.parent.mkdir(parents=True, exist_ok=True)
+        result.unlink(missing_ok=True)
+        started = time.monotonic()
+        child = subprocess.Popen(argv, start_new_session=True,
+                                 env={**os.environ, RESULT_ENV: str(result)})
+        try:
+            child.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            self.record(name, "fail", f"killed when the time budget ran out ({left:.0f} s left "
+                        "at its start)", {}, time.monotonic() - started)
+            return
+        try:
+            found = json.loads(result.read_text())
+            status, reason, details = found["status"], found["reason"], found["details"]
+        except (OSError, ValueError, KeyError, TypeError):
+            status, reason, details = "fail", (f"its process ended (exit {child.returncode}) "
+                                               "without a result"), {}
+        self.record(name, status, reason, details, time.monotonic() - started)
+
+    def left(self) -> float | None:
+        """Seconds of the budget left (None: no budget)."""
+        return self.budget - (time.monotonic() - self.started) if self.budget else None
+
+    def skip(self, name: str) -> None:
+        elapsed = time.monotonic() - self.started
+        self.record(name, "skip", f"time budget: {elapsed:.0f} s of {self.budget:.0f} s "
+                                  "spent before it started", {}, 0.0)
 
     def record(self, name: str, status: str, reason: str, details: dict, seconds: float) -> None:
         self.results.append({"name": name, "status": status, "reason": reason,
@@ -157,6 +199,17 @@ def deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def outcome(step: Callable[[], dict]) -> tuple[str, str, dict]:
+    """Run a step: ("pass", "", its details), or ("fail", why, what it measured)."""
+    try:
+        return "pass", "", step()
+    except CheckFailed as failed:
+        return "fail", failed.reason, failed.details
+    except (Exception, SystemExit) as err:  # a step's crash is its failure, not the run's
+        log.error(traceback.format_exc())
+        return "fail", f"{type(err).__name__}: {first_line(err)}", {}
 
 
 def first_line(err: BaseException) -> str:
@@ -259,7 +312,13 @@ def train_step(check: Check, precision: str, compiled: bool) -> dict:
     more = check.sizes.resume_steps
     overrides = train_overrides(check, out, precision, compiled, steps)
     backend = "aot_eager" if check.toy else "inductor"
-    trainer = fit([*overrides, f"trainer.max_steps={steps}"], backend)
+    started = time.monotonic()
+    try:
+        trainer = fit([*overrides, f"trainer.max_steps={steps}"], backend)
+    except TrainingError as err:  # compiled training refused up front (CUDA): one line, at once
+        if not compiled:
+            raise
+        return {"refused": first_line(err), "refused_after_s": round(time.monotonic() - started, 2)}
     details = curve_details(trainer.state, precision, check.sizes.loss_ratio)
     if compiled:
         details["compile_backend"] = backend
@@ -518,6 +577,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(default: a temporary folder, deleted at the end; not --out, whose "
                         "files a GPU machine sends back)")
     parser.add_argument("--ddp-probe", type=Path, help=argparse.SUPPRESS)  # a torchrun rank
+    parser.add_argument("--one-step", help=argparse.SUPPRESS)  # one step, as its own process
     args = parser.parse_args(argv)
     if args.out is None and args.ddp_probe is None:
         parser.error("--out DIR (or $OUT) is required")
@@ -540,18 +600,45 @@ def main(argv: list[str] | None = None) -> int:
         ddp_probe(args.ddp_probe, args.toy)
         return 0
     start_log(args.out)
+    if args.one_step is not None:
+        return one_step(args)
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as temporary:
-        check = Check(args.out, args.data, args.toy, args.budget, args.work or Path(temporary))
+        work = args.work or Path(temporary)
+        check = Check(args.out, args.data, args.toy, args.budget, work)
         log.info(f"gpu_check on {check.device} ({'toy' if args.toy else 'full'} sizes), "
                  f"{check.info['clips']} clips, out {args.out}")
-        for name, step in steps(check):
+        for name, _ in steps(check):
             if args.only is None or name in args.only:
-                check.run(name, step)
+                check.run_process(name, step_command(args, name, work))
         check.write()
     counts = {s: sum(r["status"] == s for r in check.results) for s in ("pass", "fail", "skip")}
     log.info(f"done in {time.monotonic() - check.started:.0f} s: {counts['pass']} passed, "
              f"{counts['fail']} failed, {counts['skip']} skipped; {args.out / 'gpu_check.json'}")
     return 1 if check.failed else 0
+
+
+def step_command(args: argparse.Namespace, name: str, work: Path) -> list[str]:
+    """The command that runs one step in a process of its own (`one_step`)."""
+    return [sys.executable, str(Path(__file__).resolve()), "--one-step", name,
+            "--out", str(args.out), "--data", str(args.data), "--work", str(work),
+            *(["--toy"] if args.toy else [])]
+
+
+def one_step(args: argparse.Namespace) -> int:
+    """A step run as its own process: its result to $GPU_CHECK_RESULT, and the models it
+    trained to --work's MODELS for the steps after it (decoding uses the fp32 model)."""
+    check = Check(args.out, args.data, args.toy, 0.0, args.work)
+    models = args.work / MODELS
+    if models.is_file():
+        check.models = {k: Path(v) for k, v in json.loads(models.read_text()).items()}
+    step = dict(steps(check)).get(args.one_step)
+    if step is None:
+        raise SystemExit(f"error: no step {args.one_step!r}")
+    status, reason, details = outcome(step)
+    models.write_text(json.dumps({k: str(v) for k, v in check.models.items()}))
+    Path(os.environ[RESULT_ENV]).write_text(json.dumps(
+        {"status": status, "reason": reason, "details": details}, default=str))
+    return 0
 
 
 if __name__ == "__main__":

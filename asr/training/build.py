@@ -28,7 +28,7 @@ from asr.model import SpeechTransformer
 from asr.shards import ShardBatches
 from asr.tokenizer import Tokenizer
 from asr.training.faults import DataFaults
-from asr.training.options import check_options
+from asr.training.options import check_compile, check_options
 from asr.training.pretrained import load_pretrained
 from asr.training.report import Report
 from asr.training.run_dir import resuming
@@ -43,6 +43,7 @@ class TrainingSetup:
         self.cfg = cfg
         check_options(cfg)
         self.dist, self.device = start_process(cfg.trainer)
+        check_compile(cfg.trainer.compile, self.device)
         self.is_main = self.dist.rank == 0
         self.report = Report(self.is_main, cfg.trainer.progress)
         self.out_dir = Path(cfg.trainer.out_dir)

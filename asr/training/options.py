@@ -40,6 +40,17 @@ def check_options(cfg: DictConfig) -> None:
             raise TrainingError(str(err)) from None
 
 
+def check_compile(compile: bool, device: torch.device) -> None:
+    """`trainer.compile=true` on a CUDA device: refused before anything is read. Inductor's
+    code generation fails on this model's training step there (an assertion in its tiling of
+    the fused reductions, on torch 2.11 with CUDA 13), after minutes of compiling; on the CPU
+    the step compiles and trains."""
+    if compile and device.type == "cuda":
+        raise TrainingError("trainer.compile=true does not work on CUDA with this torch: "
+                            "Inductor's code generation fails on the training step; train "
+                            "without it (trainer.compile=false)")
+
+
 def autocast(device: torch.device, precision: str) -> torch.autocast:
     """bf16 or fp16 autocast on CUDA (trainer.precision); CPU runs in fp32."""
     dtype = PRECISIONS[precision]
