@@ -36,6 +36,15 @@ MAX_SECONDS = 300.0  # one input; longer recordings are cut into utterances firs
 MAX_CHANNELS = 64  # in-memory arrays: the shorter axis of a 2-D array, if no longer than this
 MAX_RESAMPLE_PHASES = 4_000_000  # reduced rate product: size of torchaudio's sinc kernel
 MAX_PEAK = 2.0  # largest |sample| taken as it is: 6 dB over full scale
+# Channels mixed to mono by their mean, unless that mean keeps less than this share of the
+# energy it would have if no channel cancelled another (the square of the channels' mean RMS):
+# then they cancel (one inverted, or out of phase) and the loudest channel alone is taken.
+# Copies of one signal keep 1 (a voice in one of six channels too), equal uncorrelated
+# channels 0.5, a channel and its inverse 0.
+CANCEL_SHARE = 0.1
+# A WAV data size written before the length was known (a stream from a pipe): sox writes
+# 0x7FFFF000, others 0xFFFFFFFF. The samples are then whatever the file holds.
+STREAMED_WAV_SIZES = (0x7FFFF000, 0xFFFFFFFF)
 _BLOCK_SAMPLES = 1 << 20  # samples (frames x channels) decoded at a time
 
 
@@ -57,7 +66,7 @@ def stream_audio(path: str | Path, max_seconds: float | None = None,
     """
     path = Path(path)
     _check_path(path)
-    _check_wav_length(path)
+    streamed = _check_wav_length(path)
     try:
         audio = sf.SoundFile(str(path))
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, OSError) as err:
@@ -65,18 +74,20 @@ def stream_audio(path: str | Path, max_seconds: float | None = None,
     rate = audio.samplerate
     try:
         _check_rate(path, rate)
-        if max_seconds is not None and audio.frames > max_seconds * rate:
+        if not streamed and max_seconds is not None and audio.frames > max_seconds * rate:
             raise _too_long(path, audio.frames / rate, max_seconds)
     except AudioError:
         audio.close()
         raise
-    return _blocks(path, audio, max_seconds), rate
+    return _blocks(path, audio, max_seconds, None if streamed else audio.frames), rate
 
 
-def _blocks(path: Path, audio: sf.SoundFile, max_seconds: float | None) -> Iterator[np.ndarray]:
-    """Decode `audio` block by block, mixed to mono, checking every block; closes the file."""
+def _blocks(path: Path, audio: sf.SoundFile, max_seconds: float | None,
+            declared: int | None) -> Iterator[np.ndarray]:
+    """Decode `audio` block by block, mixed to mono, checking every block against the
+    `declared` length (None: unknown); closes the file."""
     with audio:
-        declared, rate, frames = audio.frames, audio.samplerate, 0
+        rate, frames = audio.samplerate, 0
         block_frames = max(1, _BLOCK_SAMPLES // audio.channels)
         while True:
             try:
@@ -94,8 +105,8 @@ def _blocks(path: Path, audio: sf.SoundFile, max_seconds: float | None) -> Itera
                                        "PCM stored as floats?); refused")
             if max_seconds is not None and frames > max_seconds * rate:
                 raise _too_long(path, frames / rate, max_seconds)
-            yield block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]
-        if frames < declared:
+            yield mono(block)
+        if declared is not None and frames < declared:
             raise AudioError(path, f"truncated: header declares {declared} frames, "
                                    f"{frames} could be decoded")
 
@@ -124,8 +135,10 @@ def _check_path(path: Path) -> None:
         raise AudioError(path, "empty file")
 
 
-def _check_wav_length(path: Path) -> None:
-    """Refuse a WAV whose data chunk is shorter than its header declares.
+def _check_wav_length(path: Path) -> bool:
+    """Refuse a WAV whose data chunk is shorter than its header declares; True for a WAV
+    streamed with its length unknown (STREAMED_WAV_SIZES), whose header's length means
+    nothing.
 
     libsndfile silently reads what is there, so a file cut off mid-copy would otherwise be
     transcribed as if the speaker had stopped talking.
@@ -134,20 +147,23 @@ def _check_wav_length(path: Path) -> None:
         with path.open("rb") as f:
             header = f.read(12)
             if len(header) < 12 or header[:4] != b"RIFF" or header[8:12] != b"WAVE":
-                return
+                return False
             while chunk := f.read(8):
                 if len(chunk) < 8:
-                    return
+                    return False
                 size = int.from_bytes(chunk[4:], "little")
                 if chunk[:4] == b"data":
+                    if size in STREAMED_WAV_SIZES:
+                        return True
                     available = path.stat().st_size - f.tell()
-                    if 0 < size < 0xFFFFFFFF and available < size:
+                    if 0 < size and available < size:
                         raise AudioError(path, f"truncated: header declares {size} bytes of "
                                                f"audio, file holds {available}")
-                    return
+                    return False
                 f.seek(size + size % 2, 1)
     except OSError as err:
         raise AudioError(path, f"cannot open ({first_line(err)})") from None
+    return False
 
 
 def _check_rate(name: str | Path, rate: int) -> None:
@@ -275,7 +291,21 @@ def _mix_down(array: torch.Tensor, name: str) -> torch.Tensor:
         raise AudioError(name, f"cannot tell the channels from the samples of a {rows} x "
                                f"{columns} array; pass (samples, channels) or (channels, "
                                f"samples) with at most {MAX_CHANNELS} channels")
-    return array.mean(dim=0 if rows < columns else 1)
+    frames = array if rows > columns else array.T
+    return torch.from_numpy(mono(frames.detach().cpu().numpy())).to(array.device, array.dtype)
+
+
+def mono(block: np.ndarray) -> np.ndarray:
+    """(frames, channels) -> (frames,): the channels' mean, or the loudest channel where the
+    channels cancel in the mean (CANCEL_SHARE: one inverted, or out of phase)."""
+    if block.shape[1] == 1:
+        return block[:, 0]
+    mean = block.mean(axis=1)
+    rms = np.sqrt(np.square(block, dtype=np.float64).mean(axis=0))
+    uncancelled = rms.mean() ** 2
+    if uncancelled > 0 and np.square(mean, dtype=np.float64).mean() < CANCEL_SHARE * uncancelled:
+        return block[:, int(rms.argmax())]
+    return mean
 
 
 def audio_duration(path: str | Path) -> float:

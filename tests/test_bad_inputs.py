@@ -325,3 +325,30 @@ def test_skip_keeps_the_good_lines_in_order(tmp_path):
     utts = read_manifest(manifest, on_error="skip", on_skip=skipped.append)
     assert [(u.text, u.duration) for u in utts] == [("two", 0.4), ("three", 1.0)]
     assert [s.split(": ", 1)[0] for s in skipped] == [f"{manifest}:{n}" for n in (2, 3, 5)]
+
+
+@pytest.mark.parametrize("size", [0x7FFFF000, 0xFFFFFFFF])
+def test_a_wav_streamed_with_its_length_unknown_is_read_whole(tmp_path, size):
+    """sox writing to a pipe declares 0x7FFFF000 bytes of data (others 0xFFFFFFFF): the
+    samples are what the file holds, as soundfile and ffmpeg read it."""
+    pcm = (np.clip(SPEECH, -1, 1 - 2**-15) * 32768).astype("<i2").tobytes()
+    header = bytearray(wav_header(FRAMES))
+    header[40:44] = struct.pack("<I", size)
+    header[4:8] = struct.pack("<I", (size + 36) & 0xFFFFFFFF)
+    path = tmp_path / "piped.wav"
+    path.write_bytes(bytes(header) + pcm)
+    expected = load_audio(write(tmp_path / "plain.wav", SPEECH), 16000)
+    assert torch.equal(load_audio(path, 16000), expected)
+
+
+def test_stereo_channels_that_cancel_in_the_mean_give_the_louder_channel(tmp_path):
+    """One channel inverted: the mean is silence, so the louder channel is taken; channels
+    that differ as recordings do are still averaged."""
+    mono = load_audio(write(tmp_path / "mono.wav", SPEECH), 16000)
+    inverted = write(tmp_path / "inverted.wav", np.stack([SPEECH, -0.9 * SPEECH], 1))
+    assert torch.allclose(load_audio(inverted, 16000), mono, atol=1e-4)
+    quieter = write(tmp_path / "quieter.wav", np.stack([SPEECH, 0.5 * SPEECH], 1))
+    assert torch.allclose(load_audio(quieter, 16000), 0.75 * mono, atol=1e-4)
+    from asr.audio import prepare_array
+    array = torch.from_numpy(np.stack([SPEECH, -SPEECH]))  # channels x frames, in memory
+    assert torch.allclose(prepare_array(array, RATE, 16000), mono, atol=1e-4)
