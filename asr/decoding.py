@@ -37,6 +37,7 @@ no-speech guard, the prefix score, the scores and the word alignment.
 """
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -95,6 +96,11 @@ class DecodingTask:
         self.grammar = grammar
         self.token_grammar = None if grammar is None else TokenGrammar(
             grammar.automaton, self._tokenizer(tokenizer, "a grammar").pieces)
+        if self.token_grammar is not None and (unwritable := self.token_grammar.unwritable()):
+            more = f" and {len(unwritable) - 5} more" if len(unwritable) > 5 else ""
+            warnings.warn(f"{grammar.source}: this model cannot write "
+                          f"{', '.join(map(repr, unwritable[:5]))}{more} (letters its tokenizer "
+                          "lacks): no sentence holding them can be recognised", stacklevel=2)
         self.lm = lm
 
     @staticmethod

@@ -8,6 +8,9 @@ import re
 import unicodedata
 
 _NOT_WORD = re.compile(r"[^\w']+")
+# Invisible characters that join or break nothing a listener hears (zero-width space,
+# non-joiner, joiner, word joiner, byte-order mark): dropped, not taken for word breaks.
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
 _APOSTROPHES = re.compile(r"(^|\s)'+|'+(\s|$)")
 _NUMBER = re.compile(r"\b\d+(?:,\d{3})*(?:st|nd|rd|th)?\b")
 _ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -43,7 +46,8 @@ def normalize_text(text: str) -> str:
     >>> normalize_text("In 1908, 2nd of 3,500 & 21 more")
     'in nineteen o eight second of three thousand five hundred and twenty one more'
     """
-    text = unicodedata.normalize("NFKC", text).lower().replace("_", " ").replace("&", " and ")
+    text = unicodedata.normalize("NFKC", text).translate(_ZERO_WIDTH).lower()
+    text = text.replace("_", " ").replace("&", " and ")
     text = _NUMBER.sub(lambda m: f" {spell_number(m.group())} ", text)
     text = _NOT_WORD.sub(" ", text)
     text = _APOSTROPHES.sub(" ", text)

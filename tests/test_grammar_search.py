@@ -510,3 +510,16 @@ def test_onnx_searches_the_grammar_as_torch(tiny_model):
         assert [ids for ids, _ in a.nbest] == [ids for ids, _ in b.nbest]
         assert [s for _, s in a.nbest] == pytest.approx([s for _, s in b.nbest], abs=1e-4)
         assert a.garbage_ratio == pytest.approx(b.garbage_ratio, abs=1e-4)
+
+
+def test_words_the_tokenizer_cannot_write_are_named_at_load(tiny_model):
+    """A Cyrillic look-alike letter, an accent, a script the tokenizer never saw: the
+    sentences holding them could never be written, so the search's construction says so."""
+    from asr.decoding import DecodingTask
+
+    model, tokenizer, _, _ = loaded(tiny_model)
+    grammar = Grammar.from_yaml("context:\n  expressions:\n    go: [\"go left\", \"go l\u0435ft\"]\n"
+                                "    stop: [\"stop\", \"東京 stop\"]\n", "looks.yaml")
+    with pytest.warns(UserWarning, match=r"^looks.yaml: this model cannot write 'l\u0435ft', "
+                                         r"'東京' \(letters its tokenizer lacks\)"):
+        DecodingTask(model, tokenizer=tokenizer, grammar=grammar)

@@ -335,3 +335,23 @@ def test_a_calibration_holds_for_its_own_grammar_only(model_copy, tmp_path):
     assert calibrated_confidence(model_copy) == 0.123
     assert calibrated_confidence(model_copy, model_copy / "grammar.yaml") == 0.123
     assert calibrated_confidence(model_copy, other) == DEFAULT_MIN_CONFIDENCE
+
+
+def test_a_sentence_of_two_intents_is_named_at_load_and_read_both_ways():
+    grammar = Grammar.from_yaml("context:\n  expressions:\n    lights: [\"(turn) lights on\"]\n"
+                                "    power: [\"power on\", \"lights on\"]\n", "both.yaml")
+    with pytest.warns(UserWarning, match=r"^both.yaml: 'lights on' is a sentence of lights and "
+                                         "power"):
+        parser = IntentParser(grammar)
+    assert [r.intent for r in grammar.readings("lights on")] == ["lights", "power"]
+    intent = parser.parse("lights on", heard_with(garbage_ratio=0.0), [("lights on", -0.1)])
+    assert intent.name == "lights"
+    assert [(a["intent"], a["probability"]) for a in intent.alternatives] == [
+        ("lights", 0.5), ("power", 0.5)]
+
+
+def test_a_grammar_without_shared_sentences_loads_without_a_warning():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        IntentParser(GRAMMAR)

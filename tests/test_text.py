@@ -14,6 +14,8 @@ from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
     ("_unknown_", "unknown"),
     ("...", ""),
     ("Café Ünïcode", "café ünïcode"),
+    ("op\u200ben the bro\u200dwser\ufeff", "open the browser"),  # zero-width: dropped, no break
+    ("ｏｐｅｎ", "open"),  # full-width letters (NFKC)
     ("999,999,999,999,999,999", "nine hundred ninety nine million nine hundred ninety nine "
      "thousand nine hundred ninety nine billion nine hundred ninety nine million nine hundred "
      "ninety nine thousand nine hundred ninety nine"),

@@ -127,6 +127,7 @@ class IntentParser:
             raise ValueError(f"intents.search must be one of {SEARCHES}, got {self.search!r}")
         if self.search == "free":
             self.grammar.check_matchable()  # refused now, not at the first utterance
+        self.grammar.warn_shared_sentences()
 
     def parse(self, text: str, found: Hypothesis | None = None,
               nbest: list[tuple[str, float]] | None = None, free: str | None = None) -> Intent:
@@ -160,12 +161,12 @@ class IntentParser:
         weights = [math.exp(score - top) for _, score in nbest]
         readings: dict[str, dict] = {}
         for (text, _), weight in zip(nbest, weights, strict=True):
-            reading = self.grammar.parse(text)
-            if reading is not None:
+            meanings = self.grammar.readings(text)  # a sentence two intents share: both
+            for reading in meanings:
                 key = json.dumps([reading.intent, reading.values], sort_keys=True)
                 row = readings.setdefault(key, {"intent": reading.intent,
                                                 "slots": reading.values, "probability": 0.0})
-                row["probability"] += weight / sum(weights)
+                row["probability"] += weight / sum(weights) / len(meanings)
         return tuple(sorted(readings.values(), key=lambda r: -r["probability"]))
 
     def _match(self, heard: str, acoustic: float | None) -> Intent:

@@ -42,6 +42,7 @@ transcript -> nearest sentence); `Grammar` puts them together.
 """
 
 import random
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -153,6 +154,20 @@ class Grammar:
         """The intent and slots of a grammar sentence (normalised), read off its path; None
         when the text is no sentence of the grammar."""
         return self.automaton.parse(normalize_text(text).split())
+
+    def readings(self, text: str) -> list[Reading]:
+        """Every intent and slots a grammar sentence (normalised) may mean, in the file's
+        order: one for most sentences, more where two expressions say the same words."""
+        return list(self.automaton.readings(normalize_text(text).split()))
+
+    def warn_shared_sentences(self) -> None:
+        """Warn when two intents share a sentence (the shortest one found is named): the
+        search cannot tell them apart, and the first in the file would always win."""
+        shared = self.automaton.shared_sentence()
+        if shared is not None:
+            sentence, intents = shared
+            warnings.warn(f"{self.source}: {sentence!r} is a sentence of {' and '.join(intents)}"
+                          ": heard, it is either (each reading is an alternative)", stacklevel=2)
 
     def match(self, text: str, shortlist: int = 8) -> "Match | None":
         """The grammar sentence nearest to `text` (normalised), with its intent and slots: the

@@ -20,6 +20,7 @@ search (`asr.search.GrammarConstraint`): the tokens a hypothesis may write next,
 per (state, partial word).
 """
 
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -131,6 +132,14 @@ class WordAutomaton:
         self._allowed: dict[int, frozenset[str]] = {}
         self.generation = 0  # how often the memory of states started again (`forget`)
         self._add_state(self._closure([0]))
+
+    def vocabulary(self) -> set[str]:
+        """Every word a sentence may hold: the graph's and the values' of the slot types it
+        uses."""
+        words = {word for arcs in self.words for word in arcs}
+        used = {slot.type for slot, _ in self.slot_arc}
+        return words | {word for name in used for node in self.tries[name].children
+                        for word in node}
 
     # ---------------------------------------------------------------- the graph
 
@@ -271,15 +280,37 @@ class WordAutomaton:
         """The meaning of a grammar sentence read off its path (the first expression, in the
         file's order, whose path says these words); None when it is no sentence. Only the
         expressions whose end the words reach are walked (a grammar may have thousands)."""
+        return next(self.readings(words), None)
+
+    def readings(self, words: list[str]) -> Iterator[Reading]:
+        """Every meaning of a grammar sentence, one per expression whose path says these
+        words, in the file's order (most sentences have one)."""
         if len(words) > MAX_SENTENCE_WORDS:
-            return None
+            return
         state = self._state_after(words)
         ends = [] if state == DEAD else [self.final[p] for p in self._states[state]
                                          if p in self.final]
         for index in sorted(ends):
             found = self._walk(self.empty[0][index], tuple(words), index)
             if found is not None:
-                return Reading(self.expressions[index].intent, index, found)
+                yield Reading(self.expressions[index].intent, index, found)
+
+    def shared_sentence(self, max_states: int = 2000) -> tuple[str, list[str]] | None:
+        """A sentence that two intents both have, with those intents (None: none found among
+        the first `max_states` search states, breadth first: the shortest such sentence)."""
+        self.forget()
+        queue, seen = deque([(0, ())]), {0}
+        while queue and len(seen) <= max_states:
+            state, said = queue.popleft()
+            intents = sorted({self.expressions[self.final[p]].intent
+                              for p in self._states[state] if p in self.final})
+            if len(intents) > 1:
+                return " ".join(said), intents
+            for word in sorted(self.allowed(state)):
+                after = self.step(state, word)
+                if after not in seen:
+                    seen.add(after)
+                    queue.append((after, (*said, word)))
         return None
 
     def _walk(self, start: int, words: tuple[str, ...],
@@ -349,6 +380,13 @@ class TokenGrammar:
             self.ids.setdefault(piece, index)
         self._masks: dict[tuple[int, str | None], Tensor] = {}
         self._generation = automaton.generation  # of the automaton states the masks are for
+
+    def unwritable(self) -> list[str]:
+        """The grammar's words the pieces cannot spell (a letter no piece holds: a Cyrillic
+        look-alike, an accent, a script the tokenizer never saw): no sentence holding one
+        can ever be written."""
+        letters = {c for piece in self.pieces for c in piece.replace(WORD_START, "")}
+        return sorted(w for w in self.automaton.vocabulary() if not set(w) <= letters)
 
     def start(self) -> tuple[int, None]:
         """The state of a search's empty hypothesis (the automaton's memory of states may
