@@ -32,13 +32,20 @@ class VADConfig:
     pad_ms: int = 210  # audio kept before the first and after the last voiced frame
     min_speech_ms: int = 120  # voiced time below which an utterance is dropped as a click
     max_utterance_s: float = 20.0  # longer speech is cut here (bounded memory and model input)
+    # An utterance none of whose voiced frames has a spectrum this peaked is noise, not speech,
+    # and is dropped. Spectral flatness (geometric over arithmetic mean power, 200-6000 Hz): 0
+    # for a pure tone, about 0.56 for white noise, which WebRTC's VAD takes for speech; every
+    # vowel is far below (clean speech under 0.04, in white noise at 0 dB SNR mostly under
+    # 0.35). 1 keeps every utterance.
+    max_flatness: float = 0.35
 
     def __post_init__(self) -> None:
         check_fields(self, "vad")
         if self.frame_ms not in (10, 20, 30):
             raise ValueError(f"vad.frame_ms must be 10, 20 or 30, got {self.frame_ms}")
         check_ranges(self, "vad", aggressiveness=(0, 3), end_silence_ms=(0, 10000),
-                     pad_ms=(0, 5000), min_speech_ms=(0, 10000), max_utterance_s=(0.1, 300))
+                     pad_ms=(0, 5000), min_speech_ms=(0, 10000), max_utterance_s=(0.1, 300),
+                     max_flatness=(0, 1))
         window = max(1, round(self.pad_ms / self.frame_ms))  # frames a start is looked for in
         if not 1 <= self.start_frames <= window:
             raise ValueError(f"vad.start_frames must be in [1, {window}] (the frames of "
@@ -74,10 +81,11 @@ class Endpointer:
         self._max_frames = max(1, round(self.config.max_utterance_s * 1000 / self.config.frame_ms))
         self._pending = np.zeros(0, dtype=np.float32)
         self._index = 0  # frames classified so far
-        self._recent: deque[tuple[np.ndarray, bool]] = deque(maxlen=self._pad)
+        self._recent: deque[tuple[np.ndarray, bool, bool]] = deque(maxlen=self._pad)
         self._frames_in: list[np.ndarray] | None = None  # the utterance being heard, if any
         self._start = 0  # its first frame's index
         self._voiced = 0  # its voiced frames
+        self._peaked = False  # whether one of them is peaked enough for speech (max_flatness)
         self._silence = 0  # unvoiced frames since its last voiced one
 
     def _frames(self, ms: float) -> int:
@@ -95,7 +103,7 @@ class Endpointer:
 
     def peek(self) -> SpeechSpan | None:
         """The utterance in progress as `flush` would close it now, without closing it."""
-        if self._frames_in is None:
+        if self._frames_in is None or not self._peaked:
             return None
         keep = self._kept()
         return self._utterance(self._frames_in[:keep], self._start)
@@ -125,18 +133,23 @@ class Endpointer:
     def _step(self, frame: np.ndarray) -> list[SpeechSpan]:
         pcm = (np.clip(frame, -1.0, 1.0) * 32767).astype("<i2").tobytes()
         voiced = self._vad.is_speech(pcm, self.sample_rate)
+        peaked = voiced and (self.config.max_flatness >= 1
+                             or spectral_flatness(frame, self.sample_rate)
+                             < self.config.max_flatness)
         self._index += 1
         if self._frames_in is None:
-            self._recent.append((frame, voiced))
-            if sum(v for _, v in self._recent) >= self.config.start_frames:
-                self._frames_in = [f for f, _ in self._recent]
+            self._recent.append((frame, voiced, peaked))
+            if sum(v for _, v, _ in self._recent) >= self.config.start_frames:
+                self._frames_in = [f for f, _, _ in self._recent]
                 self._start = self._index - len(self._recent)
-                self._voiced = sum(v for _, v in self._recent)
+                self._voiced = sum(v for _, v, _ in self._recent)
+                self._peaked = any(p for _, _, p in self._recent)
                 self._silence = 0
                 self._recent.clear()
             return []
         self._frames_in.append(frame)
         self._voiced += voiced
+        self._peaked |= peaked
         self._silence = 0 if voiced else self._silence + 1
         if self._silence >= self._end_silence:
             return self._close(self._kept())
@@ -149,21 +162,32 @@ class Endpointer:
         frames, start, voiced = self._frames_in, self._start, self._voiced
         self._frames_in = None
         tail = frames[keep:]
-        self._recent.extend((f, False) for f in tail[-self._pad:])
-        if voiced < max(1, self._min_voiced):
-            return []
+        self._recent.extend((f, False, False) for f in tail[-self._pad:])
+        if voiced < max(1, self._min_voiced) or not self._peaked:
+            return []  # a click, or noise
         return [self._utterance(frames[:keep], start)]
 
     def _cut(self) -> list[SpeechSpan]:
-        """Speech that will not stop: emit what we have and go on listening, still in speech."""
-        frames, start = self._frames_in, self._start
+        """Speech that will not stop: emit what we have and go on listening, still in speech
+        (noise that will not stop: drop it and go on)."""
+        frames, start, peaked = self._frames_in, self._start, self._peaked
         self._frames_in, self._start, self._voiced, self._silence = [], self._index, 0, 0
-        return [self._utterance(frames, start)]
+        self._peaked = False
+        return [self._utterance(frames, start)] if peaked else []
 
     def _utterance(self, frames: list[np.ndarray], start: int) -> SpeechSpan:
         seconds = self.frame / self.sample_rate
         return SpeechSpan(round(start * seconds, 3), round((start + len(frames)) * seconds, 3),
                          np.concatenate(frames))
+
+
+def spectral_flatness(frame: np.ndarray, sample_rate: int) -> float:
+    """Geometric over arithmetic mean of a Hann-windowed frame's power, 200-6000 Hz: near 0
+    for harmonics (voiced speech), about 0.56 for white noise."""
+    power = np.abs(np.fft.rfft(frame * np.hanning(len(frame)))) ** 2 + 1e-12
+    freqs = np.fft.rfftfreq(len(frame), 1 / sample_rate)
+    band = power[(freqs >= 200) & (freqs <= 6000)]
+    return float(np.exp(np.log(band).mean()) / band.mean())
 
 
 def split_utterances(blocks: Iterable[np.ndarray], sample_rate: int,

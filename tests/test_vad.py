@@ -58,3 +58,57 @@ def test_endless_speech_is_cut_at_the_limit():
 def test_rejects_rates_webrtc_cannot_take():
     with pytest.raises(ValueError, match="VAD needs a sample rate"):
         Endpointer(22050)
+
+
+def coloured(exponent: float, level: float, seed: int = 0, seconds: float = 10.0) -> np.ndarray:
+    """Noise whose power falls as 1 / f**exponent (0 white, 1 pink, 2 brown), peak `level`."""
+    n = int(seconds * RATE)
+    spectrum = np.fft.rfft(np.random.default_rng(seed).standard_normal(n))
+    freqs = np.fft.rfftfreq(n)
+    freqs[0] = freqs[1]
+    wave = np.fft.irfft(spectrum / freqs ** (exponent / 2), n)
+    return (level * wave / np.abs(wave).max()).astype(np.float32)
+
+
+def random_walk(level: float, seed: int = 0) -> np.ndarray:
+    walk = np.cumsum(np.random.default_rng(seed).standard_normal(10 * RATE))
+    walk -= walk.mean()
+    return (level * walk / np.abs(walk).max()).astype(np.float32)
+
+
+NOISES = {f"{name} at {level}": make(level) for level in (0.05, 0.3, 0.9) for name, make in [
+    ("white", lambda level: coloured(0, level)), ("pink", lambda level: coloured(1, level)),
+    ("brown", lambda level: coloured(2, level)), ("random walk", random_walk),
+    ("mains hum", lambda level: (level * np.sin(2 * np.pi * 50 * np.arange(10 * RATE) / RATE)
+                                 ).astype(np.float32))]}
+
+
+@pytest.mark.parametrize("name", [n for n in NOISES if n.startswith("white")])
+def test_white_noise_is_no_speech_to_the_endpointer(name):
+    """WebRTC's VAD calls loud white noise speech; no frame of it is peaked like a vowel."""
+    assert list(split_utterances([NOISES[name]], RATE)) == []
+
+
+def test_noise_of_every_colour_transcribes_to_nothing(tmp_path):
+    """The default model, through the endpointer and the no-speech guard: nothing is said."""
+    from asr.transcriber import Transcriber
+
+    transcriber = Transcriber.from_pretrained(device="cpu")
+    for name, wave in NOISES.items():
+        path = tmp_path / f"{name}.wav"
+        sf.write(path, wave, RATE)
+        assert transcriber.transcribe(path).text == "", name
+
+
+def test_speech_in_white_noise_is_still_speech():
+    """Real words at 5 dB SNR in white noise: each is still found, where the endpointer
+    without the flatness test finds it."""
+    wave, starts = joined_words()
+    noise = np.random.default_rng(1).standard_normal(len(wave)).astype(np.float32)
+    speech = wave[np.abs(wave) > 0].astype(np.float64)
+    noise *= np.sqrt(np.mean(speech ** 2) / 10 ** 0.5 / np.mean(noise.astype(np.float64) ** 2))
+    found = [(u.start, u.end) for u in split_utterances([wave + noise], RATE)]
+    unfiltered = split_utterances([wave + noise], RATE, VADConfig(max_flatness=1.0))
+    assert found == [(u.start, u.end) for u in unfiltered]
+    assert len(found) == 3 and all(s <= a < b <= s + 1.4 for s, (a, b)
+                                   in zip(starts, found, strict=True))
