@@ -152,7 +152,34 @@ def remove_partial_files(directory: Path, names: str) -> list[Path]:
 
 
 def save_torch(obj, path: Path) -> None:
-    atomic_write(path, lambda f: torch.save(obj, f))
+    """`torch.save` through `atomic_write`. torch's zip writer turns the file's OSError (a full
+    disk) into a RuntimeError of its own; the OSError is raised instead, naming `path`."""
+    def write(f) -> None:
+        recorder = _WriteErrors(f)
+        try:
+            torch.save(obj, recorder)
+        except RuntimeError:
+            if recorder.error is None:
+                raise
+            raise recorder.error from None
+    atomic_write(path, write)
+
+
+class _WriteErrors:
+    """A file's `write` (what torch.save calls), remembering the OSError it raised."""
+
+    def __init__(self, file) -> None:
+        self.file, self.error = file, None
+
+    def write(self, data) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
 
 
 def save_text(text: str, path: Path) -> None:

@@ -21,6 +21,7 @@ directory is the run's alone (a lock file, and `trainer.overwrite=true` to start
 
 import logging
 import sys
+from pathlib import Path
 
 import hydra
 import torch
@@ -88,6 +89,7 @@ def cli() -> None:
     """`python -m asr.train`: Hydra's own error for a bad override, plus the valid choices."""
     register_configs()  # the schemas conf/*/*.yaml start from
     stop_when_the_log_is_gone()
+    check_out_dir(sys.argv[1:])
     try:
         main()
     except SystemExit as stop:
@@ -95,6 +97,20 @@ def cli() -> None:
             print(f"hint: config groups: {config_choices()}; keys: python -m asr.train --cfg job",
                   file=sys.stderr)
         raise
+
+
+def check_out_dir(overrides: list[str]) -> None:
+    """A one-line error for a `trainer.out_dir=` that is a file or lies under one, before
+    Hydra makes its folders there (its NotADirectoryError would end in a config-group hint)."""
+    given = [a.split("=", 1)[1] for a in overrides
+             if a.lstrip("+").startswith("trainer.out_dir=")]
+    if not given:
+        return
+    path = Path(given[-1])
+    for folder in (path, *path.parents):
+        if folder.exists() and not folder.is_dir():
+            raise SystemExit(f"error: trainer.out_dir={given[-1]}: {folder} is a file, not a "
+                             "folder")
 
 
 def stop_when_the_log_is_gone() -> None:

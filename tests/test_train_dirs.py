@@ -144,16 +144,33 @@ def test_an_out_dir_that_is_a_file_is_refused_before_any_work(tmp_path, manifest
 
 
 def test_a_full_disk_at_a_later_save_keeps_the_state_saved_before(tmp_path, manifest, monkeypatch):
-    """The state saved at the start survives a checkpoint write that finds the disk full;
-    the run ends with one line saying so, and resumes from it once there is room."""
+    """The state saved at the start survives a checkpoint write that finds the disk full
+    (torch's zip writer meets the OSError and raises a RuntimeError of its own); the run ends
+    with one line saying so, and resumes from it once there is room."""
+    import asr.checkpoint as checkpoint
     import asr.training.state as state
 
     saved = []
 
+    class Full:
+        """The temporary file, full after its first kilobyte."""
+
+        def __init__(self, file) -> None:
+            self.file, self.written = file, 0
+
+        def write(self, data) -> int:
+            self.written += len(data)
+            if self.written > 1024:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.file.write(data)
+
+        def flush(self) -> None:
+            self.file.flush()
+
     def save_or_fill(obj, path):
         if saved:  # every save after the first finds the disk full
-            atomic_write(path, lambda f: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space "
-                                                                          "left on device")))
+            monkeypatch.setattr(checkpoint, "atomic_write", lambda where, write: atomic_write(
+                where, lambda f: write(Full(f))))
         save_torch(obj, path)
         saved.append(path)
 
@@ -198,3 +215,20 @@ def test_a_closed_log_pipe_ends_the_run_quietly(tmp_path, manifest):
     assert (run.returncode, run.stderr) == (141, "")
     assert run.stdout.startswith("model: ")
     assert load_torch(tmp_path / "model" / CHECKPOINT)["state"]["epoch"] < 3
+
+
+@pytest.mark.parametrize("under", ["", "/run/x"])
+def test_an_out_dir_that_is_a_file_is_one_line_from_the_command_line(tmp_path, under):
+    """Hydra makes its folders under trainer.out_dir before the run starts: a file there was
+    its NotADirectoryError with a config-group hint."""
+    import subprocess
+    import sys
+
+    notes = tmp_path / "notes"
+    notes.write_text("mine")
+    done = subprocess.run([sys.executable, "-m", "asr.train", f"trainer.out_dir={notes}{under}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"error: trainer.out_dir={notes}{under}: {notes} is a file, not a "
+                           "folder\n")
+    assert notes.read_text() == "mine"
