@@ -355,3 +355,10 @@ def test_a_grammar_without_shared_sentences_loads_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         IntentParser(GRAMMAR)
+
+
+def test_a_report_of_non_commands_only_says_nothing_of_commands():
+    refused = EXACT.parse("hello there")
+    lines = format_report(acceptance([(None, {}, refused)] * 4)).splitlines()
+    assert lines[0] == "non-commands accepted as commands: 0.00% of 4"
+    assert not any("command acceptance" in line for line in lines)

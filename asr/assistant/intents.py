@@ -435,8 +435,10 @@ def recognize_manifest(recognizer: IntentRecognizer, manifest: str | Path,
 
 def format_report(report: dict) -> str:
     false = report["false_acceptance"]
-    lines = [f"command acceptance: {100 * report['command_acceptance']:.2f}% of "
-             f"{report['commands']} commands (intent and every slot right)"]
+    lines = []
+    if report["commands"]:
+        lines.append(f"command acceptance: {100 * report['command_acceptance']:.2f}% of "
+                     f"{report['commands']} commands (intent and every slot right)")
     if report["non_commands"]:
         lines.append(f"non-commands accepted as commands: {100 * false:.2f}% of "
                      f"{report['non_commands']}")
