@@ -22,6 +22,7 @@ TorchScript one (`dynamo=False`): torch.export (the default exporter) refuses th
 symbolic frame arithmetic, and tracing keeps every shape symbolic in the graphs.
 """
 
+import fcntl
 import io
 import logging
 import os
@@ -43,6 +44,7 @@ from asr.checkpoint import (
     CONFIG,
     MAX_TOKENIZER_BYTES,
     TOKENIZER,
+    WEIGHTS,
     ModelDirError,
     atomic_write,
     load_config,
@@ -62,7 +64,13 @@ from asr.onnx_backend import (
     OnnxNetwork,
     cross_kv_layout,
 )
-from asr.onnx_check import EXPORT_ID, TOKENIZER_SHA256, tokenizer_digest
+from asr.onnx_check import (
+    EXPORT_ID,
+    TOKENIZER_SHA256,
+    WEIGHTS_SHA256,
+    tokenizer_digest,
+    weights_digest,
+)
 from asr.untrusted import UntrustedInputError, read_file
 
 OPSET = 17
@@ -126,12 +134,42 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
     torch model on a check input of other shapes than the traced ones."""
     model, _, _ = load_model_dir(model_dir)
     model_dir, out = Path(model_dir), Path(out)
-    check_out(out, model_dir)
-    with staged(out) as folder:
-        _export_graphs(model, folder, {EXPORT_ID: uuid.uuid4().hex,
-                                       TOKENIZER_SHA256: tokenizer_digest(model_dir / TOKENIZER)})
-        copy_settings(model_dir, folder)
-        return check(model, folder)
+    with export_lock(out):
+        check_out(out, model_dir)
+        with staged(out) as folder:
+            _export_graphs(model, folder, {
+                EXPORT_ID: uuid.uuid4().hex,
+                TOKENIZER_SHA256: tokenizer_digest(model_dir / TOKENIZER),
+                WEIGHTS_SHA256: weights_digest(model_dir / WEIGHTS)})
+            copy_settings(model_dir, folder)
+            return check(model, folder)
+
+
+@contextmanager
+def export_lock(out: Path) -> Iterator[None]:
+    """One export into `out` at a time: a second one, started while the first runs, is
+    refused (both would report success and one replace the other's graphs). The lock is a
+    hidden file beside `out`, held with flock (released when the process ends, however) and
+    removed by its holder when done."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = out.parent / f".{out.name}.export-lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = os.stat(lock).st_ino == os.fstat(fd).st_ino  # not removed by its holder since
+        except (BlockingIOError, FileNotFoundError):
+            held = False
+        if not held:
+            raise ModelDirError(f"{out}: another export into it is running; refused (wait for "
+                                "it, or pick another --out)")
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)  # still held: no other export can be inside it now
+    finally:
+        os.close(fd)
 
 
 def _export_graphs(model: SpeechTransformer, out: Path, metadata: dict[str, str]) -> None:

@@ -28,7 +28,15 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from asr.checkpoint import CONFIG, TOKENIZER, ModelDirError, load_config, load_tokenizer, model_settings
+from asr.checkpoint import (
+    CONFIG,
+    TOKENIZER,
+    WEIGHTS,
+    ModelDirError,
+    load_config,
+    load_tokenizer,
+    model_settings,
+)
 from asr.features import FeatureConfig
 from asr.model import CONV2D_MIN_FRAMES, ModelDimensions, frame_seconds
 from asr.network import Inference, Network
@@ -80,7 +88,7 @@ class OnnxNetwork(Network):
     """
 
     def __init__(self, directory: str | Path, dims: ModelDimensions, features: FeatureConfig,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, weights: Path | None = None) -> None:
         try:
             import onnxruntime
         except ImportError:
@@ -93,7 +101,7 @@ class OnnxNetwork(Network):
         decoder, decoder_bytes = read_graph(directory / DECODER, "the decoder graph")
         check_graph(encoder, directory / ENCODER, *encoder_layout(dims))
         check_graph(decoder, directory / DECODER, *decoder_layout(dims))
-        check_same_export(encoder, decoder, directory / TOKENIZER, directory)
+        check_same_export(encoder, decoder, directory / TOKENIZER, directory, weights)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
@@ -122,9 +130,10 @@ class OnnxNetwork(Network):
         config and tokenizer are checked as a model directory's are (`asr.checkpoint`)."""
         if not isinstance(directory, str | os.PathLike):
             raise ModelDirError(f"a model directory must be a path, got {directory!r}")
-        directory = Path(directory)
+        directory, weights = Path(directory), None
         if not (directory / ENCODER).is_file() and (directory / "onnx" / ENCODER).is_file():
-            directory = directory / "onnx"
+            directory, weights = directory / "onnx", directory / WEIGHTS
+            weights = weights if weights.is_file() else None
         for name in (ENCODER, DECODER, CONFIG, TOKENIZER):
             if not (directory / name).exists():
                 raise ModelDirError(f"{directory}: missing {name} (export the model first: "
@@ -132,7 +141,7 @@ class OnnxNetwork(Network):
         config = load_config(directory / CONFIG)
         dims, features = model_settings(config, directory / CONFIG)
         tokenizer = load_tokenizer(directory / TOKENIZER, dims.n_vocab)
-        return cls(directory, dims, features, threads), tokenizer, config
+        return cls(directory, dims, features, threads, weights), tokenizer, config
 
     def _probe(self, directory: Path) -> None:
         """Run both graphs on a quarter second of silence; a ModelDirError unless they run

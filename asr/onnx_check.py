@@ -36,6 +36,7 @@ MAX_FOLDED = 64  # elements of a constant that is followed through shape arithme
 MAX_CONV_STEP = 1 << 16  # a convolution's padding, dilation and stride (ours: 0, 1 and the hop)
 _SUBGRAPH_TYPES = (5, 10)  # AttributeProto.GRAPH, GRAPHS
 EXPORT_ID, TOKENIZER_SHA256 = "asr.export", "asr.tokenizer_sha256"  # metadata keys
+WEIGHTS_SHA256 = "asr.weights_sha256"  # the model.pt the graphs were exported from
 
 # Every operator asr.export emits, for any architecture, fp32 or int8 (tests/test_export.py
 # exports each one and loads it through this check).
@@ -94,8 +95,23 @@ def tokenizer_digest(path: Path) -> str:
         raise ModelDirError(str(err)) from None
 
 
-def check_same_export(encoder, decoder, tokenizer: Path, directory: Path) -> None:
-    """Both graphs carry one export's id and the hash of the tokenizer file beside them."""
+def weights_digest(path: Path) -> str:
+    """The SHA-256 of a weights file, as the export's metadata records it."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    except OSError as err:
+        raise ModelDirError(f"{path}: cannot read ({err.strerror or err})") from None
+    return digest.hexdigest()
+
+
+def check_same_export(encoder, decoder, tokenizer: Path, directory: Path,
+                      weights: Path | None = None) -> None:
+    """Both graphs carry one export's id and the hash of the tokenizer file beside them, and,
+    for the export inside a model directory, of that directory's weights (`weights`): an
+    export of weights since changed would say other things than the model."""
     first, second = _metadata(encoder), _metadata(decoder)
     if not first.get(EXPORT_ID) or not second.get(EXPORT_ID):
         raise ModelDirError(f"{directory}: the graphs carry no export id (not written by "
@@ -107,6 +123,9 @@ def check_same_export(encoder, decoder, tokenizer: Path, directory: Path) -> Non
     if first.get(TOKENIZER_SHA256) != digest or second.get(TOKENIZER_SHA256) != digest:
         raise ModelDirError(f"{directory}: the graphs were exported with another tokenizer than "
                             f"{tokenizer.name}; export the model again")
+    if weights is not None and first.get(WEIGHTS_SHA256) != weights_digest(weights):
+        raise ModelDirError(f"{directory}: the graphs were exported from other weights than "
+                            f"{weights} holds now; export the model again")
 
 
 def _metadata(model) -> dict[str, str]:

@@ -316,3 +316,39 @@ def test_export_replaces_an_earlier_export_of_the_same_model_whole(two_exports, 
     assert onnx.load(out / "decoder.onnx").metadata_props != old  # a new export id
     assert sorted(p.name for p in tmp_path.iterdir()) == ["onnx"]
     Transcriber.from_pretrained(out, backend="onnx")
+
+
+def test_a_second_export_into_the_same_folder_at_once_is_refused(tmp_path):
+    """Two exports into one --out at once both reported success and one replaced the other's
+    graphs: while one holds the folder's lock, another is refused in one line."""
+    import fcntl
+    import os
+
+    model_dir = random_model(tmp_path / "model")
+    out = tmp_path / "onnx"
+    lock = os.open(tmp_path / ".onnx.export-lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # an export in progress
+    try:
+        with pytest.raises(ModelDirError, match=r"onnx: another export into it is running"):
+            export_onnx(model_dir, out)
+        assert not out.exists()
+    finally:
+        os.close(lock)
+    assert max(export_onnx(model_dir, out).values()) < 1e-4  # the lock released: it goes
+
+
+def test_an_export_of_weights_since_changed_is_refused(tmp_path):
+    """DIR/onnx keeps the hash of DIR/model.pt it was made from: once the weights change (a
+    second training into DIR), backend onnx would say what the old model said."""
+    model_dir = random_model(tmp_path / "model")
+    export_onnx(model_dir, model_dir / "onnx")
+    Transcriber.from_pretrained(model_dir, backend="onnx", vad=None)
+    from asr.checkpoint import load_model_dir
+    model, tokenizer, config = load_model_dir(model_dir)
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)
+    save_model_dir(model_dir, model, tokenizer, config)
+    with pytest.raises(ModelDirError, match=r"/onnx: the graphs were exported from other weights "
+                                            r"than .*model.pt holds now; export the model again"):
+        Transcriber.from_pretrained(model_dir, backend="onnx", vad=None)
+    Transcriber.from_pretrained(model_dir / "onnx", backend="onnx", vad=None)  # on its own: fine
