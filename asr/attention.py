@@ -43,10 +43,10 @@ class MultiHeadAttention(nn.Module):
                  window: int = 0, cross: bool = False) -> None:
         """Self-attention projects queries, keys and values of its input by one packed linear
         layer (`qkv`); cross-attention (`cross`) projects queries of its input (`query`) and
-        keys and values of the other sequence (`kv`). A training step on a GPU is bound by
-        kernel launches (BENCHMARKS.md section 9): one GEMM in place of three launches a third
-        of the projections' kernels, forward and backward, and casts the input to bf16 once;
-        on the CPU the packed layout is as fast (section 7)."""
+        keys and values of the other sequence (`kv`). A small model's training step on a GPU
+        is bound by kernel launches: one GEMM in place of three launches fewer kernels, forward
+        and backward, and casts the input to bf16 once; on the CPU the packed layout is as
+        fast (`tools/bench_launches.py` measures both)."""
         super().__init__()
         self.n_head, self.d_model = n_head, d_model
         query, key, value = (nn.Linear(d_model, d_model) for _ in range(3))

@@ -36,7 +36,7 @@ def idle_cpus(samples: int = 20, interval: float = 0.025) -> int:
 
     torch's CPU threads wait for each other at every operation: when another program keeps a
     core busy, a thread on it stalls them all, and a 2-thread training step on a 2-core machine
-    with other work beside it ran 3-10x slower than a 1-thread one (BENCHMARKS.md). The
+    with other work beside it runs several times slower than a 1-thread one. The
     runnable count of /proc/loadavg (this process included) is sampled for half a second and
     its median taken; where it cannot be read, every usable CPU counts as idle.
     """

@@ -4,7 +4,7 @@
 Kaldi or Vosk compile a JSGF grammar into an FST, here without expanding it): a word is an
 arc, a choice or a skipped optional is an empty arc, and a slot is one arc into its type's
 value trie, shared by every use of the slot, so the graph grows with the grammar's text, not
-with its sentences (a coffee machine's 120 million sentences are a few thousand arcs). A
+with its sentences (millions of sentences are a few thousand arcs). A
 macro is copied where it is used, so a few kilobytes of text that use a long macro many times
 could ask for millions of arcs: the arcs are counted before any is built, and a grammar that
 needs more than MAX_ARCS is refused.
@@ -12,7 +12,7 @@ needs more than MAX_ARCS is refused.
 A search never sees the graph: it holds a state (the set of graph positions its words so far
 reach) and asks which words may follow, which state a word leads to, and whether a sentence
 may end there. States are built on first use and remembered (a lazy subset construction), so
-a grammar of 10^8 sentences costs what the searches visit.
+a grammar of any number of sentences costs what the searches visit.
 
 `parse` reads the intent and every slot of a grammar sentence off its path, with the words
 each slot spans. `TokenGrammar` lifts the automaton to sentencepiece tokens for the decoder's
@@ -30,7 +30,7 @@ from torch import Tensor
 from asr.grammar.elements import MAX_SENTENCE_WORDS, Choice, Expression, Slot, SlotTypes, Word
 from asr.tokenizer import EOS_ID, WORD_START
 
-MAX_ARCS = 200_000  # a grammar whose graph needs more arcs is refused (tens of MB, built in 1 s)
+MAX_ARCS = 200_000  # a grammar whose graph needs more arcs is refused (its memory and build time)
 MAX_STATES = 100_000  # remembered search states; past this their memory starts again (`forget`)
 MAX_POSITIONS = 2_000_000  # ... or past this many graph positions held in them all
 DEAD = -1  # the state of a word sequence that leaves the grammar

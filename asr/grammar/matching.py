@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from asr.grammar.elements import Choice, Slot, Word
 
-MAX_MATCH_NODES = 10_000  # the default grammar's graphs have about 1,000
+MAX_MATCH_NODES = 10_000  # past this a transcript's alignment against them takes too long
 
 
 def nodes_needed(elements: tuple, slots: dict, memo: dict | None = None) -> int:
