@@ -58,7 +58,6 @@ class MultiHeadAttention(nn.Module):
         self.rotary = Rotary(head_dim) if pos == "rope" else None
         self.relative = RelativePosition(head_dim, max_distance) if pos == "relative" else None
         self.window = window
-        self.register_load_state_dict_pre_hook(_packed_projections)
 
     def forward(self, x: Tensor, source: Tensor, mask: Tensor | None = None,
                 positions: Tensor | None = None, key_positions: Tensor | None = None,
@@ -298,9 +297,6 @@ class DecoderCache:
                 cache.k, cache.v = cache.k[:, :, :frames], cache.v[:, :, :frames]
 
 
-SEPARATE = {"qkv": ("query", "key", "value"), "kv": ("key", "value")}  # packed: its parts
-
-
 def packed(layers: list[nn.Linear]) -> nn.Linear:
     """One linear layer computing `layers`' outputs side by side, with their initial weights:
     drawn as separate layers draw them, so a seed gives the model it gave the separate ones."""
@@ -311,38 +307,3 @@ def packed(layers: list[nn.Linear]) -> nn.Linear:
         layer.weight.copy_(torch.cat([x.weight for x in layers]))
         layer.bias.copy_(torch.cat([x.bias for x in layers]))
     return layer
-
-
-def pack_projections(state: dict[str, Tensor], network: nn.Module) -> None:
-    """Rewrites `state` in place for `network`'s packed attention layers where it holds
-    separate query, key and value layers (whisper's layout, which models of this package
-    were saved in before), so that such models still load."""
-    for name, module in network.named_modules():
-        if isinstance(module, MultiHeadAttention):
-            _packed_projections(module, state, f"{name}." if name else "")
-
-
-def separate_names(name: str) -> list[str]:
-    """The names a packed projection's parameter had as separate layers, in their packed order
-    ("x.qkv.bias" -> "x.query.bias", "x.key.bias", "x.value.bias"); another name alone."""
-    head, _, kind = name.rpartition(".")
-    prefix, _, layer = head.rpartition(".")
-    parts = SEPARATE.get(layer)
-    return [f"{prefix}.{part}.{kind}" if prefix else f"{part}.{kind}" for part in parts] \
-        if parts else [name]
-
-
-def _packed_projections(module: MultiHeadAttention, state: dict, prefix: str, *_) -> None:
-    """One layer of `pack_projections` (also `load_state_dict`'s pre-hook): the separate
-    weights and biases stacked in query, key, value order."""
-    layer = "qkv" if module.qkv is not None else "kv"
-    for kind in ("weight", "bias"):
-        keys = [f"{prefix}{name}.{kind}" for name in SEPARATE[layer]]
-        if not all(k in state for k in keys):
-            continue
-        try:
-            state[f"{prefix}{layer}.{kind}"] = torch.cat([state[k] for k in keys])
-        except RuntimeError:  # parts that do not stack: left for the shape check to name
-            continue
-        for k in keys:
-            del state[k]

@@ -23,6 +23,7 @@ from asr.checkpoint import (
     save_metrics,
     save_model_dir,
     save_torch,
+    upgrade_weights,
 )
 
 EPOCHS = "epochs"
@@ -100,6 +101,7 @@ def average_model_dir(model_dir: Path, n: int, by: str, out: Path) -> list[int]:
         raise ModelDirError(f"{model_dir / METRICS}: no per-epoch history ({err})") from None
     epochs, weights = average_epochs(model_dir, history, n, by)
     model, tokenizer, config = load_model_dir(model_dir)
+    upgrade_weights(weights, model)  # epochs kept in an older layout
     model.load_state_dict(weights)
     save_model_dir(Path(out), model, tokenizer, config)
     save_metrics(Path(out), {"averaged_epochs": epochs, "by": by, "source": str(model_dir)})

@@ -35,7 +35,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.optim.lr_scheduler import LRScheduler
 
-from asr.attention import pack_projections
+from asr.attention import MultiHeadAttention
 from asr.features import FeatureConfig, FrontEnd
 from asr.model import ModelDimensions, SpeechTransformer
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
@@ -43,6 +43,13 @@ from asr.untrusted import UntrustedInputError, first_line, from_section, read_fi
 
 CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT = (
     "config.yaml", "model.pt", "tokenizer.model", "metrics.json", "checkpoint.pt")
+# The layout of saved weights (a model's, a language model's, a training checkpoint's), and what
+# each version changed; `upgrade_weights` brings an older one to this. 1: separate query, key
+# and value projections (whisper's layout); 2: packed, one linear layer for self-attention's
+# three and one for cross-attention's key and value (`asr.attention.packed`).
+WEIGHTS_FORMAT = 2
+FORMAT_KEY = "format"  # the version, in a training checkpoint and a language model file
+SEPARATE = {"qkv": ("query", "key", "value"), "kv": ("key", "value")}  # version 1's parts
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
 CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated on dev
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB
@@ -308,6 +315,71 @@ def _allowed_target(target: str) -> bool:
     return ALLOWED_TARGETS[module](getattr(importlib.import_module(module), name, None))
 
 
+def weights_format(state: dict) -> int:
+    """The layout a state dict was saved in, read off its names (a model.pt holds no
+    version): only version 1 has separate key projections."""
+    return 1 if any(name.endswith((".key.weight", ".key.bias")) for name in state) else 2
+
+
+def upgrade_weights(state: dict, network: torch.nn.Module, version: int | None = None) -> None:
+    """Rewrite, in place, a state dict saved in an older layout (`version`, else read off its
+    names) into `network`'s, WEIGHTS_FORMAT; parts that do not fit are left for the shape
+    check to name."""
+    if (version or weights_format(state)) < 2:
+        for name, module in network.named_modules():
+            if isinstance(module, MultiHeadAttention):
+                _pack_projections(module, state, f"{name}." if name else "")
+
+
+def upgrade_optimizer(ckpt: dict, model: torch.nn.Module) -> dict:
+    """A training checkpoint's optimiser state for `model` (WEIGHTS_FORMAT), from the layout
+    of the checkpoint's own weights: the per-element moments of version 1's separate layers,
+    stacked, are the packed layer's exactly (the step count is shared)."""
+    saved, optim = ckpt["model"], ckpt["optimizer"]
+    version = ckpt.get(FORMAT_KEY) or weights_format(saved)
+    if version >= 2 or len(optim["param_groups"]) != 1:
+        return optim
+    names = [name for name, _ in model.named_parameters()]
+    parts = {name: _separate_names(name) for name in names}
+    wanted = {part for group in parts.values() for part in group}
+    index = {key: i for i, key in enumerate(k for k in saved if k in wanted)}  # saved order
+    state = {}
+    for i, name in enumerate(names):
+        found = [optim["state"][index[part]] for part in parts[name]
+                 if part in index and index[part] in optim["state"]]
+        if found:
+            state[i] = {key: torch.cat([s[key] for s in found]) if value.dim() else value
+                        for key, value in found[0].items()}
+    return {"state": state, "param_groups": [{**optim["param_groups"][0],
+                                              "params": list(range(len(names)))}]}
+
+
+def _separate_names(name: str) -> list[str]:
+    """The names a packed projection's parameter had in version 1, in their packed order
+    ("x.qkv.bias" -> "x.query.bias", "x.key.bias", "x.value.bias"); another name alone."""
+    head, _, kind = name.rpartition(".")
+    prefix, _, layer = head.rpartition(".")
+    parts = SEPARATE.get(layer)
+    return [f"{prefix}.{part}.{kind}" if prefix else f"{part}.{kind}" for part in parts] \
+        if parts else [name]
+
+
+def _pack_projections(module: MultiHeadAttention, state: dict, prefix: str) -> None:
+    """One attention layer's version-1 weights and biases, stacked in query, key, value
+    order."""
+    layer = "qkv" if module.qkv is not None else "kv"
+    for kind in ("weight", "bias"):
+        keys = [f"{prefix}{name}.{kind}" for name in SEPARATE[layer]]
+        if not all(k in state for k in keys):
+            continue
+        try:
+            state[f"{prefix}{layer}.{kind}"] = torch.cat([state[k] for k in keys])
+        except RuntimeError:  # parts that do not stack: left for the shape check to name
+            continue
+        for k in keys:
+            del state[k]
+
+
 def save_model_dir(directory: Path, model: SpeechTransformer, tokenizer: Tokenizer,
                    config: DictConfig) -> None:
     """Write weights, config and tokenizer (each atomically)."""
@@ -340,7 +412,7 @@ def load_model_dir(directory: str | Path, device: str | torch.device = "cpu",
             network = SpeechTransformer(dims, features, frontend)
     except (RuntimeError, ValueError) as err:
         raise ModelDirError(f"{directory / CONFIG}: {first_line(err)}") from None
-    pack_projections(state, network)
+    upgrade_weights(state, network)
     check_shapes(state, network, directory / WEIGHTS)
     model = SpeechTransformer(dims, features, frontend)
     model.load_state_dict(state)

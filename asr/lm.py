@@ -15,15 +15,18 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from asr.attention import DecoderCache, pack_projections
+from asr.attention import DecoderCache
 from asr.checkpoint import (
+    FORMAT_KEY,
     MAX_TOKENIZER_BYTES,
+    WEIGHTS_FORMAT,
     ModelDirError,
     atomic_write,
     check_shapes,
     check_state_dict,
     load_torch,
     save_torch,
+    upgrade_weights,
 )
 from asr.model import ModelDimensions, TextDecoder
 from asr.tokenizer import Tokenizer
@@ -77,8 +80,8 @@ class TokenLM(TextDecoder):
 def save_lm(directory: Path, lm: TokenLM, tokenizer: Tokenizer, metrics: dict) -> None:
     """The weights, their sizes and the tokenizer they predict pieces of (written atomically)."""
     directory.mkdir(parents=True, exist_ok=True)
-    save_torch({"dims": asdict(lm.dims), "state_dict": lm.state_dict(), "metrics": metrics},
-               directory / LM_FILE)
+    save_torch({"dims": asdict(lm.dims), "state_dict": lm.state_dict(), "metrics": metrics,
+                FORMAT_KEY: WEIGHTS_FORMAT}, directory / LM_FILE)
     atomic_write(directory / TOKENIZER_FILE, lambda f: f.write(tokenizer.model_proto))
 
 
@@ -111,7 +114,7 @@ def load_lm(directory: str | Path, tokenizer: Tokenizer,
     state = check_state_dict(saved["state_dict"], path)
     with torch.device("meta"):
         network = TokenLM(dims)
-    pack_projections(state, network)
+    upgrade_weights(state, network, saved.get(FORMAT_KEY))
     check_shapes(state, network, path)
     lm = TokenLM(dims)
     lm.load_state_dict(state)

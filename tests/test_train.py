@@ -119,10 +119,9 @@ def test_resume_matches_uninterrupted_run(tmp_path):
 
 
 def separate_layout(ckpt: dict, model: torch.nn.Module) -> dict:
-    """`ckpt` as it was saved before attention packed its projections: separate query, key
-    and value layers, each a weight then a bias, in the model's order and in the optimiser's."""
-    from asr.attention import separate_names
-
+    """`ckpt` as it was saved before attention packed its projections (weights format 1, no
+    version key): separate query, key and value layers, each a weight then a bias, in the
+    model's order and in the optimiser's."""
     weights, moments = {}, {}
     params = dict(model.named_parameters())
     states = dict(zip(params, (ckpt["optimizer"]["state"][i] for i in range(len(params))),
@@ -142,7 +141,17 @@ def separate_layout(ckpt: dict, model: torch.nn.Module) -> dict:
     optimizer = {"state": {i: moments[name] for i, name in enumerate(kept)},
                  "param_groups": [{**ckpt["optimizer"]["param_groups"][0],
                                    "params": list(range(len(kept)))}]}
-    return {**ckpt, "model": weights, "optimizer": optimizer}
+    old = {key: value for key, value in ckpt.items() if key != "format"}
+    return {**old, "model": weights, "optimizer": optimizer}
+
+
+def separate_names(name: str) -> list[str]:
+    """A packed projection's parameter as format 1 named its parts: "x.qkv.bias" ->
+    "x.query.bias", "x.key.bias", "x.value.bias"; any other name alone."""
+    head, _, kind = name.rpartition(".")
+    prefix, _, layer = head.rpartition(".")
+    parts = {"qkv": ("query", "key", "value"), "kv": ("key", "value")}.get(layer)
+    return [f"{prefix}.{part}.{kind}" for part in parts] if parts else [name]
 
 
 def test_fine_tuning_starts_from_the_trained_model(overfit_model, tmp_path):

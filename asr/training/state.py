@@ -13,8 +13,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.attention import separate_names
-from asr.checkpoint import load_torch, save_torch
+from asr.checkpoint import (
+    FORMAT_KEY,
+    WEIGHTS_FORMAT,
+    load_torch,
+    save_torch,
+    upgrade_optimizer,
+    upgrade_weights,
+)
 from asr.training.options import TrainingError
 from asr.untrusted import first_line
 
@@ -84,7 +90,7 @@ def save_training_state(path: Path, model: torch.nn.Module, optimizer: torch.opt
     scaled = {"scaler": scaler.state_dict()} if scaler.is_enabled() else {}
     save_torch({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "state": asdict(state),
-                "rng": rng_states(), **scaled}, path)
+                "rng": rng_states(), FORMAT_KEY: WEIGHTS_FORMAT, **scaled}, path)
 
 
 def load_training_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -96,8 +102,11 @@ def load_training_state(path: Path, model: torch.nn.Module, optimizer: torch.opt
     copy theirs to their parameters' device."""
     ckpt = load_torch(path)
     try:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(packed_optimizer_state(ckpt, model))
+        optimizer_state = upgrade_optimizer(ckpt, model)  # reads the weights' saved layout
+        weights = dict(ckpt["model"])
+        upgrade_weights(weights, model, ckpt.get(FORMAT_KEY))
+        model.load_state_dict(weights)
+        optimizer.load_state_dict(optimizer_state)
         scheduler.load_state_dict(ckpt["scheduler"])
         if "scaler" in ckpt:
             scaler.load_state_dict(ckpt["scaler"])
@@ -136,26 +145,3 @@ def set_rng_states(states: dict) -> None:
         np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
     if states.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
-
-
-def packed_optimizer_state(ckpt: dict, model: torch.nn.Module) -> dict:
-    """The checkpoint's optimiser state for `model`, whose attention projections are packed
-    where the checkpoint's model had separate query, key and value layers: the optimisers'
-    per-element moments of the separate layers, stacked, are the packed layer's exactly (the
-    step count is shared). A checkpoint already packed is returned as it is."""
-    saved, optim = ckpt["model"], ckpt["optimizer"]
-    names = [name for name, _ in model.named_parameters()]
-    if all(name in saved for name in names) or len(optim["param_groups"]) != 1:
-        return optim
-    parts = {name: separate_names(name) for name in names}
-    wanted = {part for group in parts.values() for part in group}
-    index = {key: i for i, key in enumerate(k for k in saved if k in wanted)}  # saved order
-    state = {}
-    for i, name in enumerate(names):
-        found = [optim["state"][index[part]] for part in parts[name]
-                 if index[part] in optim["state"]]
-        if found:
-            state[i] = {key: torch.cat([s[key] for s in found]) if value.dim() else value
-                        for key, value in found[0].items()}
-    return {"state": state, "param_groups": [{**optim["param_groups"][0],
-                                              "params": list(range(len(names)))}]}

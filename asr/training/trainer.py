@@ -22,7 +22,7 @@ from contextlib import nullcontext
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from asr.averaging import AVERAGED, average_epochs, save_epoch_weights
-from asr.checkpoint import CHECKPOINT, save_metrics, save_model_dir
+from asr.checkpoint import CHECKPOINT, save_metrics, save_model_dir, upgrade_weights
 from asr.distributed import all_reduce_min, barrier, shutdown
 from asr.scheduler import set_schedule_end
 from asr.training.budget import Clock, Plan
@@ -190,6 +190,7 @@ class Trainer(TrainingSetup):
             self.state.best_wer
         barrier(self.dist)  # rank 0 has written the last epoch's weights
         epochs, weights = average_epochs(self.out_dir, self.state.history, n, by)
+        upgrade_weights(weights, self.model)  # epochs kept in an older layout
         self.model.load_state_dict(weights)
         dev = self.evaluate()
         self.report.log(f"averaged the {by} {len(epochs)} epoch(s) {epochs}: dev loss "
