@@ -180,6 +180,6 @@ def test_intents_bench_scores_every_search_and_condition(tmp_path):
         assert set(table["people"]) == set(table["synthetic voices"]) == conditions
         assert table["people"]["clean"]["commands"] == 2
         assert table["other speech"]["clean"]["non_commands"] == 4
-        assert 0 <= table["people"]["kitchen 6 dB"]["command_acceptance"] <= 1
+        assert table["people"]["kitchen 6 dB"]["command_acceptance"] in (0.0, 0.5, 1.0)  # of 2
     assert result["searches"]["grammar at 0"]["min_confidence"] == 0
     assert result["latency"]["commands"] == 2 and "search grammar" in stdout

@@ -190,10 +190,10 @@ def test_speech_resuming_after_an_early_command_continues_it(command_model, home
     late = Turn(1.0, 2.5, "show me my photos", intent, "done", 0.5, 0.4, early=False)
     soon, later = (SpeechSpan(start, start + 0.5, np.zeros(8000, np.float32))
                    for start in (2.7, 3.5))
-    assert demo._continued(soon, "please", [early]) is early
-    assert demo._continued(soon, "what time is it", [early]) is None
-    assert demo._continued(later, "please", [early]) is None
-    assert demo._continued(soon, "please", [late]) is None
+    assert demo.continued(soon, "please", [early]) is early
+    assert demo.continued(soon, "what time is it", [early]) is None
+    assert demo.continued(later, "please", [early]) is None
+    assert demo.continued(soon, "please", [late]) is None
     with pytest.raises(ValueError, match="early_ms must be in"):
         build(load_config([*overrides(command_model, home), "early_ms=500"]), Console())
 
@@ -210,7 +210,7 @@ def said_turn(parser: IntentParser, found: tuple[str, Intent], home: Path) -> li
     demo = VoiceDemo(ScriptedTranscriber([]), parser, Assistant(ActionsConfig(home=str(home))),
                      VADConfig(), RATE, Console(lines.append))
     span = SpeechSpan(0.52, 2.10, np.zeros(int(1.58 * RATE), np.float32))
-    demo._turn(span, found, int(2.25 * RATE), time.monotonic(), 2.10)
+    demo.turn(span, found, int(2.25 * RATE), time.monotonic(), 2.10)
     assert re.fullmatch(r"  latency: 0\.15 s \(0\.15 s waiting for the end of speech, "
                         r"0\.\d\d s recognition and action\)", lines[-1]), lines
     return lines[:-1]

@@ -16,7 +16,6 @@ import itertools
 import json
 import math
 import random
-import time
 
 import numpy as np
 import pytest
@@ -275,11 +274,10 @@ HUNDRED_MILLION = """context:
 
 def test_a_hundred_million_sentences_compile_small_and_walk_without_expanding():
     """10^8 sentences (eight slots of ten values) are a graph of a few dozen arcs, compiled
-    at once; sentences are stepped, parsed and spelt in tokens through the states they visit."""
-    started = time.perf_counter()
+    without expanding them; sentences are stepped, parsed and spelt in tokens through the
+    states they visit, and no more states are built."""
     grammar = Grammar.from_yaml(HUNDRED_MILLION)
     automaton = grammar.automaton
-    assert time.perf_counter() - started < 0.5
     assert grammar.count() == 2 * 10**8 + 4
     assert automaton.arcs == 26 and len(automaton.empty) == 24  # one trie holds the digits
     assert len(automaton.tries) == 5 and len(automaton.tries["digit"].children) == 11
@@ -300,8 +298,7 @@ def test_a_hundred_million_sentences_compile_small_and_walk_without_expanding():
             state = rule.advance(state, token)
         assert rule.mask(state)[EOS_ID]
     assert grammar.parse("reset the code").values == {}
-    assert len(automaton._states) <= 2 + 8 * 10 + 2  # at most one per (position, value said)
-    assert time.perf_counter() - started < 5
+    assert automaton.states_held <= 2 + 8 * 10 + 2  # at most one per (position, value said)
 
 
 def test_the_memory_of_states_starts_again_only_between_walks(monkeypatch):

@@ -153,7 +153,7 @@ class VoiceDemo:
             return []
         speech_end = utterance.end - endpointer.pause_ms / 1000
         endpointer.flush()
-        return [self._turn(utterance, decoded, heard, received, speech_end, early=True)]
+        return [self.turn(utterance, decoded, heard, received, speech_end, early=True)]
 
     def _recognize(self, utterance: SpeechSpan) -> tuple[str, Intent]:
         wave = resample(torch.from_numpy(utterance.samples), self.sample_rate,
@@ -170,10 +170,10 @@ class VoiceDemo:
         # Speech ended `pad_ms` before the utterance's end (the endpointer keeps that much
         # trailing context); the samples after it were heard before `received`.
         speech_end = max(utterance.start, utterance.end - self.vad.pad_ms / 1000)
-        return self._turn(utterance, decoded, heard, received, speech_end,
-                          self._continued(utterance, said(*decoded), earlier or []))
+        return self.turn(utterance, decoded, heard, received, speech_end,
+                          self.continued(utterance, said(*decoded), earlier or []))
 
-    def _continued(self, utterance: SpeechSpan, text: str, earlier: list[Turn]) -> Turn | None:
+    def continued(self, utterance: SpeechSpan, text: str, earlier: list[Turn]) -> Turn | None:
         """The early turn this utterance goes on from, when its sentence followed by `text`
         (what this utterance said) still means its command. `text` is best heard free of the
         grammar: the grammar search of the rest alone writes a whole sentence, never "please"."""
@@ -186,7 +186,7 @@ class VoiceDemo:
                                                                   last.intent.slots)
         return last if same else None
 
-    def _turn(self, utterance: SpeechSpan, decoded: tuple[str, Intent], heard: int,
+    def turn(self, utterance: SpeechSpan, decoded: tuple[str, Intent], heard: int,
               received: float, speech_end: float, continues: Turn | None = None,
               early: bool = False) -> Turn:
         text, intent = decoded

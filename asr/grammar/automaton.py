@@ -206,6 +206,11 @@ class WordAutomaton:
             self._positions += len(positions)
         return self._ids[positions]
 
+    @property
+    def states_held(self) -> int:
+        """Search states remembered now (each built on first use, `forget` starts again)."""
+        return len(self._states)
+
     def forget(self) -> None:
         """Start the memory of states again once it holds more than MAX_STATES, or more than
         MAX_POSITIONS graph positions in all (a large grammar's states are large). Every state
