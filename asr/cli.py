@@ -8,12 +8,14 @@ A command whose output pipe closes early (`| head -1`) ends quietly (`quiet_pipe
 """
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from asr.checkpoint import save_text
@@ -101,11 +103,25 @@ def quiet_pipe(main: Callable[..., int]) -> Callable[..., int]:
     @functools.wraps(main)
     def run(*args, **kwargs) -> int:
         try:
-            return main(*args, **kwargs)
+            with one_line_warnings():
+                return main(*args, **kwargs)
         except BrokenPipeError:
             silence_stdout()
             return CLOSED_PIPE
     return run
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """A library warning (a grammar word the model cannot write, say) as one `warning: ...`
+    line on stderr, as every other message of a command line is, not Python's two lines with
+    the source file."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"warning: {one_line(str(message))}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def silence_stdout() -> None:

@@ -19,18 +19,16 @@ and beam searches over a `Network`, one decoder call per step for every hypothes
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from asr.grammar.automaton import TokenGrammar
 from asr.lm import TokenLM
+from asr.network import Network
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, WORD_START
-
-if TYPE_CHECKING:
-    from asr.decoding import DecodingTask
 from asr.untrusted import check_fields, check_ranges
 
 MODES = ("attention", "ctc_greedy")
@@ -104,6 +102,17 @@ class LanguageModel:
 
 
 
+class Task(Protocol):
+    """What a search reads of its decoding task (`asr.decoding.DecodingTask`): the network,
+    the options, the tokenizer's pieces, the loaded language model and token grammar."""
+
+    network: Network
+    options: DecodingOptions
+    pieces: list[str] | None
+    lm: TokenLM | None
+    token_grammar: TokenGrammar | None
+
+
 class Scorer:
     """Joint next-token scores for a batch of hypotheses of a `DecodingTask`: attention decoder
     (through a cache or not) fused with its language model if given, logit filters, length
@@ -111,7 +120,7 @@ class Scorer:
     grammar only its sentences may be written; no repetition limit then: the grammar bounds
     what may repeat."""
 
-    def __init__(self, task: "DecodingTask", memory: Tensor, memory_lengths: Tensor,
+    def __init__(self, task: Task, memory: Tensor, memory_lengths: Tensor,
                  logits: Tensor | None, group: int) -> None:
         network, options = task.network, task.options
         self.inference = network.inference(memory, memory_lengths, options.kv_cache)

@@ -1,6 +1,16 @@
-"""Shared fixtures: real recordings from ../shared/data and a tiny model trained on them."""
+"""Shared fixtures: real recordings from ../shared/data and a tiny model trained on them; and
+the tiers of the suite, marked from what each test does (`pytest_collection_modifyitems`):
+
+- `train`: it trains a model (or uses a fixture that does);
+- `subprocess`: it runs a program in a process of its own;
+- `slow`: either of those, or a module whose every test costs seconds.
+
+`pytest -m "not slow"` is the fast tier, for the edit-test loop; the whole suite (what CI runs)
+is `bash tools/test.sh`.
+"""
 
 import atexit
+import inspect
 import json
 import os
 import shutil
@@ -25,6 +35,30 @@ SHARED = ROOT.parent / "shared" / "data"
 FSDD = SHARED / "fsdd" / "recordings"
 COMMANDS = SHARED / "speech_commands"
 DIGITS = "zero one two three four five six seven eight nine".split()
+
+
+# Fixtures that train a model, and modules each of whose tests loads or synthesises for seconds.
+TRAINED = {"overfit_model", "tiny_model", "command_model", "trained", "fsdd_out", "commands_out",
+           "cathy_out"}
+SLOW_MODULES = {"test_base_model", "test_bench", "test_bench_peers", "test_kokoro", "test_demo",
+                "test_export", "test_gpu_check", "test_wheel", "test_fuzz"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            source = inspect.getsource(item.function)
+        except (AttributeError, OSError, TypeError):
+            source = ""
+        trains = bool(TRAINED & set(getattr(item, "fixturenames", ()))) or any(
+            call in source for call in ("Trainer(", ".fit()", "train_main(", "prepare.main("))
+        spawns = any(call in source for call in ("subprocess.", "Popen(", "run_process("))
+        if trains:
+            item.add_marker(pytest.mark.train)
+        if spawns:
+            item.add_marker(pytest.mark.subprocess)
+        if trains or spawns or item.module.__name__ in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +132,7 @@ def write_untrained_model(tmp: Path) -> Path:
 
     manifest = write_manifest(tmp / "train.jsonl", small_real_set()[:4])
     cfg = train_config(tmp, manifest)
-    tokenizer = Tokenizer.train(["one", "four", "yes", "stop"], 20)
+    tokenizer = Tokenizer.train(["one", "four", "yes", "stop", "say", "left", "go"], 20)
     with open_dict(cfg):
         cfg.model.n_vocab, cfg.model.n_input = tokenizer.vocab_size, cfg.features.n_mels
     save_model_dir(tmp / "model", build_model(cfg), tokenizer, cfg)

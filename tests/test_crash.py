@@ -58,7 +58,7 @@ def check_everything_loads(out) -> list[str]:
         load_model_dir(out)  # config.yaml, model.pt, tokenizer.model
     if (out / CHECKPOINT).exists():
         assert set(load_torch(out / CHECKPOINT)) == {"model", "optimizer", "scheduler", "state",
-                                                     "rng"}
+                                                     "rng", "format"}
     if (out / METRICS).exists():
         json.loads((out / METRICS).read_text())
     if (out / CSV_FILE).exists():

@@ -65,6 +65,8 @@ class Trainer(TrainingSetup):
                 # The state as of the stop: the last save came before the time it was decided
                 # at, and a resumed run would take that gap for time left to train in.
                 self.save_checkpoint()
+                if self.is_main and self.state.history:
+                    self.save_metrics()
                 self.report.budget_stop(self.cfg.trainer.max_minutes, self.state.epoch,
                                         self.cfg.trainer.max_epochs, self.cut, self.state.step,
                                         self.clock.elapsed())
@@ -166,10 +168,15 @@ class Trainer(TrainingSetup):
         if keep:
             save_epoch_weights(self.out_dir, self.model.state_dict(), state.history, keep)
         self.save_checkpoint()
-        # stopped_by_budget: the run ended at trainer.max_minutes before its max_epochs, so a
-        # recipe can tell a converged model from one that needs more time
+        self.save_metrics()
+
+    def save_metrics(self) -> None:
+        """metrics.json: the history so far. stopped_by_budget: the run ended at
+        trainer.max_minutes before its max_epochs, so a recipe can tell a converged model from
+        one that needs more time (written again when the stop is decided between epochs)."""
+        state, trainer = self.state, self.cfg.trainer
         save_metrics(self.out_dir, {"best_dev_wer": state.best_wer, "steps": state.step,
-                                    "audio_sec_per_sec": record["audio_sec_per_sec"],
+                                    "audio_sec_per_sec": state.history[-1]["audio_sec_per_sec"],
                                     "max_epochs": trainer.max_epochs,
                                     "stopped_by_budget": self.budget_spent,
                                     "epochs": state.history, "loss_curve": state.loss_curve})
