@@ -40,8 +40,10 @@ DIGITS = "zero one two three four five six seven eight nine".split()
 # Fixtures that train a model, and modules each of whose tests loads or synthesises for seconds.
 TRAINED = {"overfit_model", "tiny_model", "command_model", "trained", "fsdd_out", "commands_out",
            "cathy_out"}
-SLOW_MODULES = {"test_base_model", "test_bench", "test_bench_peers", "test_kokoro", "test_demo",
-                "test_export", "test_gpu_check", "test_wheel", "test_fuzz"}
+SLOW_MODULES = {"test_base", "test_base_model", "test_base_text", "test_bench", "test_bench_peers",
+                "test_kokoro", "test_demo", "test_export", "test_gpu_check", "test_wheel",
+                "test_fuzz", "test_fuzz_model_dirs", "test_shards", "test_techniques",
+                "test_voice_commands"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -52,7 +54,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             source = ""
         trains = bool(TRAINED & set(getattr(item, "fixturenames", ()))) or any(
             call in source for call in ("Trainer(", ".fit()", "train_main(", "prepare.main("))
-        spawns = any(call in source for call in ("subprocess.", "Popen(", "run_process("))
+        spawns = any(call in source for call in ("subprocess.", "Popen(", "run_process(",
+                                                 "sys.executable"))
         if trains:
             item.add_marker(pytest.mark.train)
         if spawns:
