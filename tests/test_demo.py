@@ -449,8 +449,10 @@ def test_intents_command_line_errors_are_one_line(command_model, tmp_path, capsy
             (["--model", str(tmp_path), str(bad)], "error: "),
             (["--model", model, str(tmp_path / "none.wav")], f"error: {tmp_path / 'none.wav'}")):
         assert intents_main(argv) == 1
-        err = capsys.readouterr().err.strip()
-        assert err.startswith(expected) and "\n" not in err, err
+        # the toy model cannot spell every word of its grammar: one warning line may come first
+        lines = [line for line in capsys.readouterr().err.strip().splitlines()
+                 if not line.startswith("warning: ")]
+        assert len(lines) == 1 and lines[0].startswith(expected), lines
 
 
 # ---------------------------------------------------------------------------- errors
