@@ -9,6 +9,7 @@ among the last few, ends after `end_silence_ms` of silence, and keeps `pad_ms` o
 both sides so that word onsets and releases are not clipped.
 """
 
+import functools
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -184,10 +185,16 @@ class Endpointer:
 def spectral_flatness(frame: np.ndarray, sample_rate: int) -> float:
     """Geometric over arithmetic mean of a Hann-windowed frame's power, 200-6000 Hz: near 0
     for harmonics (voiced speech), about 0.56 for white noise."""
-    power = np.abs(np.fft.rfft(frame * np.hanning(len(frame)))) ** 2 + 1e-12
-    freqs = np.fft.rfftfreq(len(frame), 1 / sample_rate)
-    band = power[(freqs >= 200) & (freqs <= 6000)]
+    window, in_band = _spectrum_setup(len(frame), sample_rate)
+    band = (np.abs(np.fft.rfft(frame * window)) ** 2 + 1e-12)[in_band]
     return float(np.exp(np.log(band).mean()) / band.mean())
+
+
+@functools.lru_cache(maxsize=8)
+def _spectrum_setup(length: int, sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
+    """The Hann window and the 200-6000 Hz bins of a frame length, made once, not per frame."""
+    freqs = np.fft.rfftfreq(length, 1 / sample_rate)
+    return np.hanning(length), (freqs >= 200) & (freqs <= 6000)
 
 
 def split_utterances(blocks: Iterable[np.ndarray], sample_rate: int,
