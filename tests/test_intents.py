@@ -14,13 +14,12 @@ from asr.assistant.actions import ACTIONS
 from asr.assistant.intents import (
     IntentParser,
     acceptance,
-    argument_parser,
     calibrated_confidence,
-    format_report,
     grammar_file,
-    is_right,
     read_commands,
 )
+from asr.assistant.intents.cli import argument_parser
+from asr.assistant.intents.scoring import format_report
 from asr.checkpoint import ModelDirError
 from asr.data import ManifestError
 from asr.decoding import Hypothesis
@@ -139,7 +138,7 @@ def test_grammar_search_alternatives_are_the_nbest_readings_with_their_probabili
     total = 1 + math.exp(-1) + math.exp(-2)
     five = {"intent": "timer", "slots": {"amount": "five", "unit": "minutes"}}
     nine = {"intent": "timer", "slots": {"amount": "nine", "unit": "minutes"}}
-    readings = [({k: r[k] for k in ("intent", "slots")}, r["probability"])
+    readings = [({"intent": r.intent, "slots": r.slots}, r.probability)
                 for r in intent.alternatives]
     assert [r for r, _ in readings] == [five, nine]
     assert [p for _, p in readings] == pytest.approx(
@@ -161,7 +160,7 @@ def test_acceptance_counts_intent_and_every_slot_and_refusals():
                ("word", {"word": "yes"}, said("yes")),
                (None, {}, said("what a lovely day it is")),
                (None, {}, said("cancel"))]
-    assert [is_right(i, e, s) for e, s, i in results] == [True, False, True, True, False]
+    assert [i.is_right(e, s) for e, s, i in results] == [True, False, True, True, False]
     report = acceptance(results)
     assert (report["acceptance"], report["command_acceptance"], report["false_acceptance"]) == (
         3 / 5, 2 / 3, 0.5)
@@ -212,7 +211,7 @@ def test_the_report_keeps_an_odd_intent_name_on_its_line():
     assert len(lines) == 3 and lines[1].startswith("  next_song ") and "x\\n" in lines[2]
 
 
-@pytest.mark.parametrize("command", [None, "evaluate", "calibrate"])
+@pytest.mark.parametrize("command", [None, "recognize", "evaluate", "calibrate"])
 def test_every_option_has_help_and_the_program_its_installed_name(monkeypatch, command):
     for run_as, program in (("/usr/bin/asr-intents", "asr-intents"),
                             ("/x/asr/assistant/intents.py", "python -m asr.assistant.intents")):
@@ -346,7 +345,7 @@ def test_a_sentence_of_two_intents_is_named_at_load_and_read_both_ways():
     assert [r.intent for r in grammar.readings("lights on")] == ["lights", "power"]
     intent = parser.parse("lights on", heard_with(garbage_ratio=0.0), [("lights on", -0.1)])
     assert intent.name == "lights"
-    assert [(a["intent"], a["probability"]) for a in intent.alternatives] == [
+    assert [(a.intent, a.probability) for a in intent.alternatives] == [
         ("lights", 0.5), ("power", 0.5)]
 
 

@@ -46,11 +46,11 @@ from asr.assistant.intents import (
     DEFAULT_THRESHOLD,
     SEARCHES,
     IntentRecognizer,
-    Result,
     acceptance,
     at_confidence,
     free_text,
 )
+from asr.assistant.intents.scoring import Result
 from asr.audio import load_audio
 from asr.augment import add_noise
 from asr.augment import babble as mix_talkers

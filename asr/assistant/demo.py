@@ -8,7 +8,7 @@
 Audio arrives in blocks of `block_ms`, from the microphone's callback or sliced from the input
 file, and every block takes one path: the VAD endpointer (asr/vad.py) decides where each
 utterance ends, the model transcribes it (asr/transcriber.py), the intent parser
-(asr/assistant/intents.py) maps the text and its confidence to a command of the grammar (the model
+(asr/assistant/intents/) maps the text and its confidence to a command of the grammar (the model
 directory's grammar.yaml, or `grammar=FILE`), and the assistant
 (asr/assistant/actions.py) carries it out. For each utterance the demo prints what it heard
 (free of the grammar), the grammar sentence that matched, the intent, the result and the
@@ -209,7 +209,7 @@ class VoiceDemo:
 def unsure(intent: Intent) -> bool:
     """Whether the grammar search's two most likely readings are close (`ASK_RATIO`)."""
     readings = intent.alternatives
-    return len(readings) > 1 and readings[1]["probability"] >= ASK_RATIO * readings[0]["probability"]
+    return len(readings) > 1 and readings[1].probability >= ASK_RATIO * readings[0].probability
 
 
 def said(text: str, intent: Intent) -> str:

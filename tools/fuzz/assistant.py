@@ -124,14 +124,14 @@ case("output", "asr.assistant.intents evaluate, intent names with a newline and 
 def _help(command: list[str]) -> Cli:
     """--help: exit 0, and every option of the help has a description."""
     def check(status: int, out: str, err: str) -> bool:
-        intents = importlib.import_module(INTENTS)
-        parser = intents.argument_parser(command[0] if command else None)
+        cli = importlib.import_module(INTENTS + ".cli")
+        parser = cli.argument_parser(command[0] if command else None)
         return status == 0 and out.startswith("usage: ") and all(
             action.help for action in parser._actions)
     return Cli(f"{INTENTS}:main", [*command, "--help"], check)
 
 
-for command in ([], ["evaluate"], ["calibrate"]):
+for command in ([], ["recognize"], ["evaluate"], ["calibrate"]):
     case("output", f"asr.assistant.intents {' '.join(command)} --help: help for every option",
          "ok")(lambda w, command=command: _help(command))
 
