@@ -21,6 +21,7 @@ decoded a block at a time, is refused with its AudioError.
 import math
 import numbers
 import warnings
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +47,9 @@ CANCEL_SHARE = 0.1
 # 0x7FFFF000, others 0xFFFFFFFF. The samples are then whatever the file holds.
 STREAMED_WAV_SIZES = (0x7FFFF000, 0xFFFFFFFF)
 _BLOCK_SAMPLES = 1 << 20  # samples (frames x channels) decoded at a time
+OGG_PAGE = b"OggS"  # every Ogg page (Vorbis, Opus, FLAC in Ogg) starts with it
+OGG_EOS = 0x04  # header-type flag of a logical stream's last page
+_BIT_REVERSED = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
 
 
 class AudioError(ValueError):
@@ -67,6 +71,7 @@ def stream_audio(path: str | Path, max_seconds: float | None = None,
     path = Path(path)
     _check_path(path)
     streamed = _check_wav_length(path)
+    _check_ogg_pages(path)
     try:
         audio = sf.SoundFile(str(path))
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, OSError) as err:
@@ -107,7 +112,7 @@ def _blocks(path: Path, audio: sf.SoundFile, max_seconds: float | None,
                 raise _too_long(path, frames / rate, max_seconds)
             yield mono(block)
         if declared is not None and frames < declared:
-            raise AudioError(path, f"truncated: header declares {declared} frames, "
+            raise AudioError(path, f"truncated or corrupt: header declares {declared} frames, "
                                    f"{frames} could be decoded")
 
 
@@ -164,6 +169,49 @@ def _check_wav_length(path: Path) -> bool:
     except OSError as err:
         raise AudioError(path, f"cannot open ({first_line(err)})") from None
     return False
+
+
+def _check_ogg_pages(path: Path) -> None:
+    """Refuse an Ogg file whose pages do not chain from its first byte to the last page of
+    each stream, each with a good checksum. libsndfile skips a page that fails its checksum
+    and stops where a file is cut, and the length it reports then agrees with what it decodes:
+    a corrupt or truncated file would be transcribed as if less had been said."""
+    ends: dict[int, bool] = {}  # stream serial -> its last page seen
+    sequence: dict[int, int] = {}
+    try:
+        with path.open("rb") as f:
+            while header := f.read(27):
+                at = f.tell() - len(header)
+                if header[:4] != OGG_PAGE:
+                    if at == 0:
+                        return  # not an Ogg file
+                    raise AudioError(path, f"corrupt: no Ogg page at byte {at}")
+                table = f.read(header[26]) if len(header) == 27 else b""
+                body = f.read(sum(table))
+                if len(header) < 27 or len(table) < header[26] or len(body) < sum(table):
+                    raise AudioError(path, f"truncated: the Ogg page at byte {at} is cut off")
+                page = header[:22] + bytes(4) + header[26:] + table + body
+                if _ogg_crc(page) != int.from_bytes(header[22:26], "little"):
+                    raise AudioError(path, f"corrupt: the Ogg page at byte {at} fails its "
+                                           "checksum")
+                serial, number = (int.from_bytes(header[i:i + 4], "little") for i in (14, 18))
+                if serial in sequence and number != sequence[serial] + 1:
+                    raise AudioError(path, f"corrupt: Ogg page {sequence[serial] + 1} is missing "
+                                           f"(byte {at} holds page {number})")
+                sequence[serial] = number
+                ends[serial] = bool(header[5] & OGG_EOS)
+    except OSError as err:
+        raise AudioError(path, f"cannot open ({first_line(err)})") from None
+    if not all(ends.values()):
+        raise AudioError(path, "truncated: the Ogg stream ends before its last page")
+
+
+def _ogg_crc(page: bytes) -> int:
+    """Ogg's CRC-32 (polynomial 0x04C11DB7, not reflected, no initial or final XOR), from
+    zlib's reflected CRC-32: on bit-reversed bytes, corrected for zlib's initial and final
+    XOR (whose effect depends on the length alone), and bit-reversed back."""
+    reflected = zlib.crc32(page.translate(_BIT_REVERSED)) ^ zlib.crc32(bytes(len(page)))
+    return int(f"{reflected:032b}"[::-1], 2)
 
 
 def _check_rate(name: str | Path, rate: int) -> None:

@@ -164,9 +164,69 @@ def test_a_stream_that_decodes_short_of_its_header_is_truncated(tmp_path):
     """MP3 half cut off: libsndfile keeps the header's frame count and decodes what is left."""
     whole = write(tmp_path / "whole.mp3", SPEECH, format="MP3").read_bytes()
     (tmp_path / "cut.mp3").write_bytes(whole[:len(whole) // 2])
-    with pytest.raises(AudioError, match=rf"cut.mp3: truncated: header declares {FRAMES} frames, "
-                                         r"\d+ could be decoded$"):
+    with pytest.raises(AudioError, match=rf"cut.mp3: truncated or corrupt: header declares {FRAMES} "
+                                         r"frames, \d+ could be decoded$"):
         load_audio(tmp_path / "cut.mp3", 16000)
+
+
+def test_an_mp3_with_corrupt_frames_is_refused(tmp_path):
+    """Bytes overwritten mid-stream: the decoder resyncs past them and decodes less."""
+    whole = bytearray(write(tmp_path / "whole.mp3", LONG_SPEECH, format="MP3").read_bytes())
+    third = len(whole) // 3
+    whole[third:third + 200] = np.random.default_rng(0).integers(0, 256, 200, np.uint8).tobytes()
+    (tmp_path / "bad.mp3").write_bytes(whole)
+    with pytest.raises(AudioError, match=r"bad.mp3: truncated or corrupt: header declares "
+                                         rf"{len(LONG_SPEECH)} frames, \d+ could be decoded$"):
+        load_audio(tmp_path / "bad.mp3", 16000)
+
+
+LONG_SPEECH = np.tile(SPEECH, 4)  # 1.9 s: an Ogg stream of several pages
+
+
+def ogg_pages(data: bytes) -> list[tuple[int, int]]:
+    """(start, length) of each page of an Ogg file."""
+    pages, at = [], 0
+    while at < len(data):
+        segments = data[at + 26]
+        length = 27 + segments + sum(data[at + 27:at + 27 + segments])
+        pages.append((at, length))
+        at += length
+    return pages
+
+
+@pytest.fixture(params=["VORBIS", "OPUS"])
+def ogg(request, tmp_path) -> bytes:
+    return write(tmp_path / "whole.ogg", LONG_SPEECH, format="OGG",
+                 subtype=request.param).read_bytes()
+
+
+def test_an_ogg_file_whose_pages_chain_loads(tmp_path, ogg):
+    (tmp_path / "good.ogg").write_bytes(ogg)
+    assert len(load_audio(tmp_path / "good.ogg", 8000)) == len(LONG_SPEECH)
+
+
+def test_ogg_corruption_and_truncation_are_refused(tmp_path, ogg):
+    """libsndfile skips a page whose checksum fails, and reports the length of what it can
+    decode: each of these decoded to less audio, or other audio, with no error."""
+    pages = ogg_pages(ogg)
+    assert len(pages) >= 4
+    start, length = pages[-2]
+    flipped = bytearray(ogg)
+    flipped[start + length - 5] ^= 0xFF
+    cases = {"flipped.ogg": (bytes(flipped), f"corrupt: the Ogg page at byte {start} fails its "
+                                             "checksum"),
+             "cut_in_page.ogg": (ogg[:start + length // 2],
+                                 f"truncated: the Ogg page at byte {start} is cut off"),
+             "cut_at_page.ogg": (ogg[:start], "truncated: the Ogg stream ends before its last page"),
+             "page_dropped.ogg": (ogg[:start] + ogg[start + length:],
+                                  f"corrupt: Ogg page {len(pages) - 2} is missing (byte {start} "
+                                  f"holds page {len(pages) - 1})"),
+             "junk_after.ogg": (ogg + b"\0" * 100, f"corrupt: no Ogg page at byte {len(ogg)}")}
+    for name, (data, problem) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(AudioError) as caught:
+            load_audio(tmp_path / name, 16000)
+        assert str(caught.value) == f"{tmp_path / name}: {problem}"
 
 
 def test_two_hour_file_is_refused_from_its_header_and_can_be_streamed(tmp_path):
