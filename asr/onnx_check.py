@@ -8,9 +8,14 @@ bytes, and it must be one of ours:
 
 - its operators are those `asr.export` emits (`OPS`; int8 quantisation's included), in the
   standard domain, with no subgraphs, functions or weights in files outside it;
-- a shape it builds from constants (ConstantOfShape, Expand, Range, Pad, a convolution's
-  padding) stays under MAX_ELEMENTS: constants are followed through the arithmetic the
-  exporter emits on shapes (`_fold`);
+- its nodes come in an order in which each value is made before it is used;
+- a shape it builds (ConstantOfShape, Expand, Range, Pad; a convolution's padding) comes from a
+  graph input, so that it scales with the audio, or from constants followed to their values
+  through the arithmetic the exporter emits on shapes (`_fold`), and then stays under
+  MAX_ELEMENTS; a shape made of constants in any other way (through Neg or Gather, say) is
+  refused, since its size cannot be known before it is built;
+- it computes nothing on constants alone but that small shape arithmetic: onnxruntime folds
+  such nodes when it loads a graph, so a chain of constant products would take minutes there;
 - its inputs and outputs are the layout's (`asr.onnx_backend`): names in order, element
   types, ranks, and every size the config fixes (vocabulary, layers, heads, head size);
 - its metadata names the export it belongs to and the tokenizer it was made with: the two
@@ -48,6 +53,9 @@ OPS = frozenset({
     "ReduceMax", "ReduceSum", "Relu", "Reshape", "ScatterElements", "ScatterND", "Shape", "Sin",
     "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Transpose", "Unsqueeze", "Where"})
 _ELEMENTWISE = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Max": np.maximum}
+# The inputs of an operator that set how much it makes: each comes from a graph input or is
+# followed to its value (`_fold`).
+SHAPE_INPUTS = {"ConstantOfShape": (0,), "Expand": (1,), "Range": (0, 1, 2), "Pad": (1,)}
 
 # A value's declared type: its element type (onnx.TensorProto's number) and its sizes, an int
 # where the config fixes one, None where it varies.
@@ -79,7 +87,8 @@ def read_graph(path: Path, what: str):
 def check_graph(model, path: Path, inputs: list[Spec], outputs: list[Spec]) -> None:
     """Refuse a graph that is not one `asr.export` writes for this config (module docstring)."""
     graph = model.graph
-    problem = _foreign_parts(model) or _bad_node(graph) or _bad_shape(graph) \
+    problem = _foreign_parts(model) or _bad_node(graph) or _out_of_order(graph) \
+        or _bad_shape(graph) \
         or _mismatch("inputs", _declared(graph.input, {i.name for i in graph.initializer}),
                      inputs) \
         or _mismatch("outputs", _declared(graph.output, set()), outputs)
@@ -166,10 +175,39 @@ def _node(node) -> str:
     return f"node {node.name or (node.output[0] if node.output else '?')} ({node.op_type})"
 
 
-def _bad_shape(graph) -> str | None:
-    """A shape built from constants that is over MAX_ELEMENTS (or not a shape at all)."""
-    known = _fold(graph)
+def _out_of_order(graph) -> str | None:
+    """A node that uses a value no graph input, weight or earlier node makes (ONNX wants
+    nodes in an order that computes them; `_from_inputs` relies on it)."""
+    made = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {""}
     for node in graph.node:
+        missing = [name for name in node.input if name not in made]
+        if missing:
+            return f"{_node(node)} uses {missing[0]} before any node makes it"
+        made.update(node.output)
+    return None
+
+
+def _from_inputs(graph) -> set[str]:
+    """The values that depend on a graph input (the audio, the tokens): the rest are
+    constants, computed once whatever the input."""
+    dynamic = {v.name for v in graph.input} - {t.name for t in graph.initializer}
+    for node in graph.node:
+        if any(name in dynamic for name in node.input):
+            dynamic.update(node.output)
+    return dynamic
+
+
+def _bad_shape(graph) -> str | None:
+    """A shape built from constants that cannot be followed, or that is over MAX_ELEMENTS
+    (or not a shape at all); a node on constants alone that is more than shape arithmetic."""
+    known, dynamic = _fold(graph), _from_inputs(graph)
+    for node in graph.node:
+        unknown = [name for i, name in enumerate(node.input)
+                   if i in SHAPE_INPUTS.get(node.op_type, ()) and name
+                   and name not in known and name not in dynamic]
+        if unknown:
+            return f"{_node(node)} takes a shape ({unknown[0]}) made of constants in a way " \
+                   "this check cannot follow"
         values = [known.get(name) for name in node.input]
         try:
             size = _built_size(node.op_type, values)
@@ -178,6 +216,9 @@ def _bad_shape(graph) -> str | None:
         if size is not None and not 0 <= size <= MAX_ELEMENTS:
             return f"{_node(node)} builds a constant shape of {size:.3g} elements (over " \
                    f"{MAX_ELEMENTS})"
+        constant = node.op_type != "Constant" and not any(n in dynamic for n in node.input)
+        if constant and any(name not in known for name in node.output):
+            return f"{_node(node)} computes on constants alone beyond shape arithmetic"
     return None
 
 

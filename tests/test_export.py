@@ -198,6 +198,43 @@ def _bomb(model: onnx.ModelProto) -> None:
                              helper.make_node("ConstantOfShape", ["shape"], ["bomb"])])
 
 
+def _hidden_shape(op: str, via: str):
+    """`op` given a shape made of constants through `via` (Neg or Gather), which the check's
+    arithmetic does not follow: 2^20 x 2^20 once worked out."""
+    def spoil(model: onnx.ModelProto) -> None:
+        side = -(1 << 20) if via == "Neg" else 1 << 20
+        nodes = [_constant("raw", TensorProto.INT64, [2], [side, side]),
+                 _constant("at", TensorProto.INT64, [2], [0, 1]),
+                 helper.make_node(via, ["raw"] + (["at"] if via == "Gather" else []), ["shape"])]
+        inputs = {"ConstantOfShape": ["shape"], "Expand": ["wave", "shape"],
+                  "Pad": ["wave", "shape"]}
+        if op == "Range":
+            nodes.append(_constant("one", TensorProto.INT64, [], [1]))
+            inputs[op] = ["one", "shape", "one"]
+        model.graph.node.extend([*nodes, helper.make_node(op, inputs[op], ["hidden"])])
+    return spoil
+
+
+def _constant_products(model: onnx.ModelProto) -> None:
+    """A chain of products of constants, which onnxruntime would fold when it loads the
+    graph: 100 of 4096 x 4096 took over a minute."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [64, 64], [0.5] * 64 * 64)
+    model.graph.initializer.append(weight)
+    model.graph.node.extend(helper.make_node("MatMul", ["w" if i == 0 else f"p{i - 1}", "w"],
+                                             [f"p{i}"]) for i in range(3))
+
+
+def _long_shape(model: onnx.ModelProto) -> None:
+    """A shape of 100 dimensions, longer than the check follows: 2^100 elements."""
+    model.graph.initializer.append(helper.make_tensor("ones", TensorProto.INT64, [100], [2] * 100))
+    model.graph.node.append(helper.make_node("ConstantOfShape", ["ones"], ["long"]))
+
+
+def _out_of_order(model: onnx.ModelProto) -> None:
+    model.graph.node.extend([helper.make_node("Neg", ["later"], ["early"]),
+                             _constant("later", TensorProto.INT64, [1], [3])])
+
+
 def _loop(model: onnx.ModelProto) -> None:
     """A Loop of 2^62 iterations that does nothing."""
     body = helper.make_graph(
@@ -238,6 +275,22 @@ SPOILED = {
         lambda f, e: _edit(f, "encoder.onnx", _bomb),
         "encoder.onnx: node bomb (ConstantOfShape) builds a constant shape of 1.1e+12 elements "
         "(over 16777216); refused"),
+    **{f"{op} of a shape through {via}": (
+        lambda f, e, op=op, via=via: _edit(f, "encoder.onnx", _hidden_shape(op, via)),
+        f"encoder.onnx: node shape ({via}) computes on constants alone beyond shape "
+        "arithmetic; refused")
+       for op in ("ConstantOfShape", "Expand", "Range", "Pad") for via in ("Neg", "Gather")},
+    "a shape too long to follow": (
+        lambda f, e: _edit(f, "encoder.onnx", _long_shape),
+        "encoder.onnx: node long (ConstantOfShape) takes a shape (ones) made of constants in a "
+        "way this check cannot follow; refused"),
+    "a chain of products of constants": (
+        lambda f, e: _edit(f, "encoder.onnx", _constant_products),
+        "encoder.onnx: node p0 (MatMul) computes on constants alone beyond shape arithmetic; "
+        "refused"),
+    "nodes out of order": (
+        lambda f, e: _edit(f, "encoder.onnx", _out_of_order),
+        "encoder.onnx: node early (Neg) uses later before any node makes it; refused"),
     "a Loop of 2^62 iterations": (
         lambda f, e: _edit(f, "decoder.onnx", _loop),
         "decoder.onnx: node spin (Loop): an operator no export emits; refused"),
