@@ -46,7 +46,7 @@ class MultiHeadAttention(nn.Module):
         keys and values of the other sequence (`kv`). A small model's training step on a GPU
         is bound by kernel launches: one GEMM in place of three launches fewer kernels, forward
         and backward, and casts the input to bf16 once; on the CPU the packed layout is as
-        fast (`tools/bench_launches.py` measures both)."""
+        fast (`benchmarks/launches.py` measures both)."""
         super().__init__()
         self.n_head, self.d_model = n_head, d_model
         query, key, value = (nn.Linear(d_model, d_model) for _ in range(3))
@@ -114,7 +114,7 @@ class MultiHeadAttention(nn.Module):
         Shaw's relative embeddings, or (the common path) SDPA.
 
         SDPA at every length, on CPU too: a written-out softmax for short keys is no faster,
-        in training or in a decoder step (`tools/bench_attention.py`; BENCHMARKS.md)."""
+        in training or in a decoder step (`benchmarks/attention.py`; BENCHMARKS.md)."""
         if self.window:
             return local_attention(q, k, v, key_padding(mask, k), self.window, self.relative)
         if self.relative is not None:

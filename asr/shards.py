@@ -4,7 +4,7 @@ A corpus of a million short files costs a million random reads per epoch (slow o
 file systems and object stores); shards of ~1000 utterances each are read sequentially, and a
 training process holds only the utterances of its shuffle buffer, never the corpus.
 
-    python tools/write_shards.py --manifest data/librispeech/train.jsonl --out data/librispeech/shards
+    python -m tools.write_shards --manifest data/librispeech/train.jsonl --out data/librispeech/shards
     python -m asr.train ... data.train_shards=data/librispeech/shards
 
 WebDataset (rather than Lhotse Shar) because its shards are plain POSIX tar files that any

@@ -1,9 +1,11 @@
-"""Shared fixtures: real recordings from ../shared/data and a tiny model trained on them; and
-the tiers of the suite, marked from what each test does (`pytest_collection_modifyitems`):
+"""Shared fixtures, tiny models trained on real recordings (what tests share besides fixtures
+is in tests/helpers.py), and the tiers of the suite, marked from what each test does
+(`pytest_collection_modifyitems`):
 
 - `train`: it trains a model (or uses a fixture that does);
 - `subprocess`: it runs a program in a process of its own;
-- `slow`: either of those, or a module whose every test costs seconds.
+- `slow`: either of those, or a module whose every test costs seconds;
+- `bench`: it smoke-runs a benchmark (`benchmarks/`) at its smallest, so they keep working.
 
 `pytest -m "not slow"` is the fast tier, for the edit-test loop; the whole suite (what CI runs)
 is `bash tools/test.sh`.
@@ -11,30 +13,25 @@ is `bash tools/test.sh`.
 
 import atexit
 import inspect
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
-import soundfile as sf
 import torch
-from hydra import compose, initialize_config_dir
 
-from asr import CONF_DIR
-from asr.config import register_configs
+from helpers import (
+    noise_clips,
+    small_real_set,
+    train_config,
+    write_manifest,
+)
 
 # The tests' synthesised speech goes to a cache of their own, empty at the start of the session,
 # so that what a test says was synthesised or taken from the cache holds on any machine.
 os.environ["ASR_TTS_CACHE"] = tempfile.mkdtemp(prefix="asr-tts-cache-")
 atexit.register(shutil.rmtree, os.environ["ASR_TTS_CACHE"], True)
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-FSDD = SHARED / "fsdd" / "recordings"
-COMMANDS = SHARED / "speech_commands"
-DIGITS = "zero one two three four five six seven eight nine".split()
 
 
 # Fixtures that train a model, and modules each of whose tests loads or synthesises for seconds.
@@ -43,7 +40,16 @@ TRAINED = {"overfit_model", "tiny_model", "command_model", "trained", "fsdd_out"
 SLOW_MODULES = {"test_base", "test_base_model", "test_base_text", "test_bench", "test_bench_peers",
                 "test_kokoro", "test_demo", "test_export", "test_gpu_check", "test_wheel",
                 "test_fuzz", "test_fuzz_model_dirs", "test_shards", "test_techniques",
-                "test_voice_commands"}
+                "test_voice_commands", "robustness.test_corpus"}
+
+
+BENCH_MODULES = {"test_bench", "test_bench_peers", "test_gpu_check"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--whole-corpus", action="store_true",
+                     help="run every case of the bad-input corpus (tests/robustness/), not only "
+                          "the suite's")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -62,6 +68,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.subprocess)
         if trains or spawns or item.module.__name__ in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        if item.module.__name__ in BENCH_MODULES:
+            item.add_marker(pytest.mark.bench)
 
 
 @pytest.fixture(autouse=True)
@@ -71,91 +79,6 @@ def _torch_threads():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
-
-
-def require_shared() -> None:
-    if not FSDD.is_dir():
-        pytest.fail(f"real speech missing: {SHARED} (see its README)")
-
-
-def fsdd_file(digit: int, speaker: str = "jackson", take: int = 0) -> Path:
-    return FSDD / f"{digit}_{speaker}_{take}.wav"
-
-
-def write_manifest(path: Path, entries: list[tuple[Path, str]]) -> Path:
-    """A NeMo-style manifest of (audio path, text) with durations read from the files."""
-    with path.open("w") as f:
-        for audio, text in entries:
-            info = sf.info(str(audio))
-            f.write(json.dumps({"audio_filepath": str(audio), "text": text,
-                                "duration": info.frames / info.samplerate}) + "\n")
-    return path
-
-
-def small_real_set() -> list[tuple[Path, str]]:
-    """Eight real utterances: four digits (FSDD, 8 kHz) and four command words (16 kHz)."""
-    require_shared()
-    digits = [(fsdd_file(d, speaker), DIGITS[d])
-              for d, speaker in [(1, "jackson"), (4, "lucas"), (7, "nicolas"), (9, "yweweler")]]
-    words = [(sorted((COMMANDS / w).glob("*.wav"))[0], w) for w in ("yes", "stop", "left", "go")]
-    return digits + words
-
-
-def noise_clips(start: int, count: int) -> list[Path]:
-    """Real background noise (dishes, a cat, a tap, a bike...): Speech Commands' `_silence_`."""
-    require_shared()
-    return sorted((COMMANDS / "_silence_").glob("*.wav"))[start:start + count]
-
-
-def train_config(tmp: Path, manifest: Path, *overrides: str):
-    """The real training config (conf/train.yaml) with test overrides."""
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("train", overrides=[
-            f"data.train_manifest={manifest}", f"data.dev_manifest={manifest}",
-            f"trainer.out_dir={tmp / 'model'}", "trainer.progress=false", "model=tiny",
-            *overrides])
-
-
-TINY_GRAMMAR = """context:
-  expressions:
-    word: ["$word:word", "say $word:word"]
-  slots:
-    word: [yes, stop, left, go]
-"""
-
-
-def write_untrained_model(tmp: Path) -> Path:
-    """A real (untrained) tiny model directory as training writes it, with a grammar.yaml, and
-    its training manifest beside it (tmp/train.jsonl): bad inputs are tried on copies of it."""
-    from omegaconf import open_dict
-
-    from asr.checkpoint import build_model, load_model_dir, save_model_dir
-    from asr.tokenizer import Tokenizer
-
-    manifest = write_manifest(tmp / "train.jsonl", small_real_set()[:4])
-    cfg = train_config(tmp, manifest)
-    tokenizer = Tokenizer.train(["one", "four", "yes", "stop", "say", "left", "go"], 20)
-    with open_dict(cfg):
-        cfg.model.n_vocab, cfg.model.n_input = tokenizer.vocab_size, cfg.features.n_mels
-    save_model_dir(tmp / "model", build_model(cfg), tokenizer, cfg)
-    (tmp / "model" / "grammar.yaml").write_text(TINY_GRAMMAR)
-    load_model_dir(tmp / "model")  # loads as written
-    return tmp / "model"
-
-
-def write_untrained_lm(model_dir: Path, out: Path) -> Path:
-    """A tiny (untrained) language model directory for `model_dir`'s tokenizer."""
-    import torch
-
-    from asr.checkpoint import load_model_dir
-    from asr.lm import LMDimensions, TokenLM, save_lm
-
-    _, tokenizer, _ = load_model_dir(model_dir)
-    torch.manual_seed(0)
-    lm = TokenLM(LMDimensions(tokenizer.vocab_size, d_model=32, n_head=2, d_ff=64, n_layers=1))
-    save_lm(out, lm, tokenizer, {})
-    return out
 
 
 @pytest.fixture(scope="session")

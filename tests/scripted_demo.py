@@ -1,6 +1,6 @@
 """The voice demo with a scripted recogniser: real speech for the endpointer, chosen words for
 each utterance. What the demo then does with time, grammars and actions needs no trained
-model (tests/test_demo.py and the fuzz cases of tools/fuzz/assistant.py use it).
+model (tests/test_demo.py and the bad-input cases of tests/robustness/assistant.py use it).
 """
 
 import io
@@ -15,7 +15,7 @@ from asr.assistant.demo import Console, VoiceDemo, file_blocks, pcm_blocks
 from asr.assistant.intents import IntentParser
 from asr.grammar import Grammar
 from asr.vad import VADConfig
-from conftest import COMMANDS
+from helpers import COMMANDS
 
 RATE = 16000
 DEFAULT_GRAMMAR = Path(__file__).resolve().parents[1] / "recipes/voice_commands/commands.yaml"

@@ -6,7 +6,7 @@ import soundfile as sf
 import torch
 
 from asr.audio import AudioError, load_audio, prepare_array
-from conftest import fsdd_file
+from helpers import fsdd_file
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from asr.augment import (
 )
 from asr.data import SpeechDataset, Utterance, collate
 from asr.rooms import measured_rt60, write_rooms
-from conftest import COMMANDS, SHARED, fsdd_file, require_shared, train_config, write_manifest
+from helpers import COMMANDS, SHARED, fsdd_file, require_shared, train_config, write_manifest
 from recipes.common.corpora import WUW_FORMAT
 
 

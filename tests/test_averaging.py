@@ -11,7 +11,7 @@ import torch
 from asr.averaging import AVERAGED, EPOCHS, average_model_dir, average_weights, epoch_path, select_epochs
 from asr.checkpoint import WEIGHTS, ModelDirError, load_model_dir, load_torch
 from asr.train import Trainer
-from conftest import ROOT, small_real_set, train_config, write_manifest
+from helpers import ROOT, small_real_set, train_config, write_manifest
 
 HISTORY = [{"epoch": e, "dev_wer": w, "dev_loss": loss} for e, w, loss in [
     (1, 0.9, 3.0), (2, 0.5, 2.0), (3, 0.6, 1.5), (4, 0.5, 1.8), (5, 0.7, 1.6)]]
@@ -48,7 +48,7 @@ def test_training_keeps_epochs_and_writes_their_average(tmp_path):
     model, _, _ = load_model_dir(out / AVERAGED)
     assert all(torch.equal(t, averaged[k]) for k, t in model.state_dict().items())
 
-    tool = subprocess.run([sys.executable, "tools/average_checkpoints.py", "--model", str(out),
+    tool = subprocess.run([sys.executable, "-m", "tools.average_checkpoints", "--model", str(out),
                            "--best", "2", "--out", str(tmp_path / "best2")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert tool.returncode == 0, tool.stderr

@@ -17,7 +17,7 @@ import torchaudio.functional as AF
 
 from asr.audio import MAX_SECONDS, AudioError, load_audio, stream_audio
 from asr.data import ManifestError, read_manifest
-from conftest import fsdd_file
+from helpers import fsdd_file
 
 SPEECH, RATE = sf.read(str(fsdd_file(3)), dtype="float32")  # 3886 samples at 8 kHz
 FRAMES = len(SPEECH)

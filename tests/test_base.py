@@ -11,7 +11,7 @@ import torch
 from asr.checkpoint import WEIGHTS
 from asr.models import FOLDER, model_path
 from asr.transcriber import Transcriber
-from conftest import train_config
+from helpers import train_config
 from recipes.base import prepare, ship
 from recipes.common import kokoro
 

@@ -8,7 +8,7 @@ import pytest
 from asr.grammar import Grammar
 from asr.models import FOLDER
 from asr.transcriber import Transcriber
-from conftest import COMMANDS, FSDD, ROOT, TINY_GRAMMAR, require_shared
+from helpers import COMMANDS, FSDD, ROOT, TINY_GRAMMAR, require_shared
 
 SHIPPED = FOLDER / "base"
 pytestmark = pytest.mark.skipif(not (SHIPPED / "model.pt").is_file(),

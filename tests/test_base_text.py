@@ -6,7 +6,7 @@ import pytest
 
 from asr.grammar import Grammar
 from asr.text import normalize_text
-from conftest import SHARED
+from helpers import SHARED
 from recipes.base import text
 from recipes.base.text import Line
 from recipes.common import corpora, hash_split

@@ -1,4 +1,4 @@
-"""tools/bench_peers.py: our contender end to end on a few held-out utterances per set, and each
+"""benchmarks/peers.py: our contender end to end on a few held-out utterances per set, and each
 peer (when installed) on FSDD digits it is known to get right.
 
 The JSON is checked against itself: its WER and exact shares are recomputed from the
@@ -17,7 +17,7 @@ import pytest
 
 from asr.metrics import error_rate
 from asr.text import normalize_text
-from conftest import DIGITS, ROOT, fsdd_file, require_shared
+from helpers import DIGITS, ROOT, fsdd_file, require_shared
 
 LIMIT = 3
 SETS = {"read sentences", "one-word commands", "digits", "telephone sentences"}
@@ -31,9 +31,9 @@ def test_ours_on_every_set(tmp_path, overfit_model):
     model_dir, _, _ = overfit_model
     out = tmp_path / "peers.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "bench_peers.py"), "--model", str(model_dir),
+        [sys.executable, "-m", "benchmarks.peers", "--model", str(model_dir),
          "--contenders", "ours", "--limit", str(LIMIT), "--phone", "--json", str(out)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads(out.read_text())
@@ -73,8 +73,7 @@ def test_peer_hears_digits(peer, modules, digits):
     if any(importlib.util.find_spec(module) is None for module in modules):
         pytest.skip(f"{peer} is not installed (pip install '.[peers]')")
     require_shared()
-    sys.path.insert(0, str(ROOT / "tools"))
-    import bench_peers
+    import benchmarks.peers as bench_peers
 
     system = getattr(bench_peers, peer)(threads=1)
     heard = [normalize_text(system(bench_peers.load(fsdd_file(d, "yweweler")))) for d in digits]

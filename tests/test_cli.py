@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from asr.transcribe import main as transcribe_main
-from conftest import ROOT, fsdd_file
+from helpers import ROOT, fsdd_file
 from test_transcriber import long_recording
 
 

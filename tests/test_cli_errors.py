@@ -17,7 +17,7 @@ import torch
 from asr.train import config_choices
 from asr.transcribe import main as transcribe_main
 from asr.transcribe import read_words
-from conftest import ROOT, small_real_set, write_manifest
+from helpers import ROOT, small_real_set, write_manifest
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from recipes.common.ownership import OWNER_FILE, claim, owner
 from recipes.voice_commands import prepare
 

@@ -20,7 +20,7 @@ import torch
 from asr.checkpoint import CHECKPOINT, METRICS, WEIGHTS, load_model_dir, load_torch
 from asr.curves import CSV_FILE, EPOCH_KEYS
 from asr.train import LOCK
-from conftest import ROOT, small_real_set, train_config, write_manifest
+from helpers import ROOT, small_real_set, train_config, write_manifest
 
 RUN = ["model=tiny", "model.dropout=0.1", "tokenizer.vocab_size=30", "data.batch_size=1",
        "trainer.max_epochs=5", "trainer.save_every_steps=1", "trainer.num_threads=1",

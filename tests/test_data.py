@@ -6,7 +6,7 @@ import random
 import pytest
 
 from asr.data import DurationBatchSampler, ManifestError, padding_fraction, read_manifest
-from conftest import fsdd_file
+from helpers import fsdd_file
 
 
 def write_lines(path, lines):

@@ -11,7 +11,7 @@ import torch
 
 from asr.checkpoint import CHECKPOINT, load_torch
 from asr.train import Trainer
-from conftest import COMMANDS, ROOT, small_real_set, train_config, write_manifest
+from helpers import COMMANDS, ROOT, small_real_set, train_config, write_manifest
 
 RUN = ["model=tiny", "tokenizer.vocab_size=30", "data.batch_size=1", "trainer.max_epochs=2",
        "trainer.num_threads=1", "scheduler.warmup_steps=2"]

@@ -34,7 +34,7 @@ from asr.grammar import Grammar
 from asr.train import Trainer
 from asr.transcriber import Transcriber
 from asr.vad import SpeechSpan, VADConfig
-from conftest import train_config, write_manifest
+from helpers import train_config, write_manifest
 from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
 RATE = 16000

@@ -33,7 +33,7 @@ from asr.export import export_onnx
 from asr.export import main as export_main
 from asr.tokenizer import Tokenizer
 from asr.transcriber import Transcriber
-from conftest import COMMANDS, FSDD, ROOT, noise_clips
+from helpers import COMMANDS, FSDD, ROOT, noise_clips
 
 SEARCHES = {"greedy": {"beam_size": 1, "ctc_weight": 0.0},
             "beam with CTC": {"beam_size": 4, "ctc_weight": 0.5},

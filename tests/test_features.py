@@ -7,7 +7,7 @@ import torch
 
 from asr.audio import load_audio
 from asr.features import FeatureConfig, FrontEnd, vtlp_warp
-from conftest import COMMANDS, fsdd_file
+from helpers import COMMANDS, fsdd_file
 
 
 @pytest.fixture(scope="module")

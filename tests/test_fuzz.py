@@ -4,16 +4,11 @@ The audio loader must answer arbitrary bytes and arbitrary (mostly nonsensical) 
 with a tensor of finite samples or an AudioError; the manifest reader must answer arbitrary
 lines with utterances or a ManifestError. Anything else (a struct.error, a MemoryError from a
 header declaring gigabytes, an OverflowError) would be a traceback for the user.
-
-The bad-input corpus of tools/fuzz/ for grammars and the voice assistant, and for ONNX
-exports, the API's arrays and arguments, transcribe's output files and training directories,
-runs here too, as `tools/fuzz_report.py` runs it: every case must end ok.
+(The corpus of bad inputs of every other kind is tests/robustness/.)
 """
 
 import json
 import struct
-import sys
-from pathlib import Path
 
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +16,7 @@ from hypothesis import strategies as st
 
 from asr.audio import AudioError, load_audio
 from asr.data import ManifestError, read_manifest
-from conftest import fsdd_file
+from helpers import fsdd_file
 
 FUZZ = settings(max_examples=100, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -100,33 +95,3 @@ def test_arbitrary_manifests(tmp_path, manifest, on_error):
     else:
         assert all(u.duration > 0 and u.text.strip() for u in utterances)
         assert len(utterances) + len(skipped) <= len(manifest)
-
-
-def run_corpus(tmp_path: Path, modules: tuple[str, ...]) -> tuple[int, dict]:
-    """The cases of tools/fuzz/ `modules` in one worker process, as `tools/fuzz_report.py`
-    runs them: how many, and their verdicts' counts."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    from fuzz_report import CASES, prepare, run_cases
-
-    chosen = [i for i, c in enumerate(CASES)
-              if getattr(c.run, "__module__", "") in {f"fuzz.{m}" for m in modules}]
-    shared, scratch = tmp_path / "shared", tmp_path / "scratch"
-    shared.mkdir()
-    scratch.mkdir()
-    prepare(shared)
-    return len(chosen), run_cases(chosen, shared, scratch, 10.0, verbose=False)
-
-
-def test_the_grammar_and_assistant_corpus_ends_ok(tmp_path):
-    """tools/fuzz/grammar.py and tools/fuzz/assistant.py: hostile grammars, intents manifests,
-    the demo's time, grammars of one's own, odd home folders."""
-    chosen, counts = run_corpus(tmp_path, ("grammar", "assistant"))
-    assert chosen > 100 and counts == {"ok": chosen}, counts
-
-
-def test_the_export_array_output_and_run_directory_corpus_ends_ok(tmp_path):
-    """tools/fuzz/export.py, arrays.py, outputs.py and rundirs.py: export folders and spoiled
-    graphs, tensors and loud samples through the API, output files that would replace an
-    input or a FIFO, a closed pipe, training directories with a FIFO lock or a full disk."""
-    chosen, counts = run_corpus(tmp_path, ("export", "arrays", "outputs", "rundirs"))
-    assert chosen > 100 and counts == {"ok": chosen}, counts

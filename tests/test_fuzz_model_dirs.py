@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from asr import evaluate, transcribe
 from asr.assistant import intents
 from asr.search import MODES
-from conftest import COMMANDS, write_untrained_lm, write_untrained_model
+from helpers import COMMANDS, write_untrained_lm, write_untrained_model
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -1,4 +1,4 @@
-"""tools/gpu_check.py, the one-command GPU check, runs every step here on the CPU at toy sizes
+"""benchmarks/gpu_check.py, the one-command GPU check, runs every step here on the CPU at toy sizes
 (as it does on any machine without CUDA), records each with its reason and keeps going after a
 failure; tools/pack_gpu.py's wheel picker (its pip-less install) chooses by the wheel's tags."""
 
@@ -10,26 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SHARED, require_shared
+from helpers import ROOT, SHARED, require_shared
 
 STEPS = ["environment", "train_fp32", "train_bf16", "train_fp16", "decode_cpu_vs_device",
          "ddp_torchrun", "ddp_collectives", "bench_s2t_s", "train_fp32_compiled",
          "bench_s2t_s_compiled"]
 
 
-@pytest.fixture(scope="module")
-def tools():
-    sys.path.insert(0, str(ROOT / "tools"))
-    yield
-    sys.path.remove(str(ROOT / "tools"))
-
-
 def test_every_step_passes_on_the_cpu_at_toy_sizes(tmp_path):
     require_shared()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_check.py"), "--toy",
+    run = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--toy",
                           "--out", str(tmp_path / "out"), "--data", str(SHARED)],
-                         capture_output=True, text=True, env=env, timeout=600)
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_check.json",
@@ -60,8 +53,8 @@ def test_every_step_passes_on_the_cpu_at_toy_sizes(tmp_path):
     assert "train_fp32: PASS" in (tmp_path / "out" / "gpu_check.log").read_text()
 
 
-def test_a_failed_step_is_recorded_and_the_next_still_runs(tmp_path, tools):
-    import gpu_check
+def test_a_failed_step_is_recorded_and_the_next_still_runs(tmp_path):
+    import benchmarks.gpu_check as gpu_check
 
     require_shared()
     check = gpu_check.Check(tmp_path, SHARED, toy=True, budget=0.0, work=tmp_path / "work")
@@ -81,8 +74,8 @@ def test_a_failed_step_is_recorded_and_the_next_still_runs(tmp_path, tools):
     assert check.failed
 
 
-def test_a_step_past_the_budget_is_stopped(tmp_path, tools):
-    import gpu_check
+def test_a_step_past_the_budget_is_stopped(tmp_path):
+    import benchmarks.gpu_check as gpu_check
 
     require_shared()
     check = gpu_check.Check(tmp_path, SHARED, toy=True, budget=1.0, work=tmp_path / "work")
@@ -114,13 +107,13 @@ def running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_a_step_that_ignores_its_deadline_is_killed_and_the_others_kept(tmp_path, tools):
+def test_a_step_that_ignores_its_deadline_is_killed_and_the_others_kept(tmp_path):
     """Each step of `main` runs as its own process: one that ignores every signal (and
     started another) is killed with all it started when the budget ends; the check's JSON
     keeps the steps before it and skips the ones after."""
     import time
 
-    import gpu_check
+    import benchmarks.gpu_check as gpu_check
 
     require_shared()
     check = gpu_check.Check(tmp_path, SHARED, toy=True, budget=0.0, work=tmp_path / "work")
@@ -139,8 +132,8 @@ def test_a_step_that_ignores_its_deadline_is_killed_and_the_others_kept(tmp_path
     assert not running(int((tmp_path / "pid").read_text()))
 
 
-def test_a_step_process_without_a_result_fails_with_its_exit_status(tmp_path, tools):
-    import gpu_check
+def test_a_step_process_without_a_result_fails_with_its_exit_status(tmp_path):
+    import benchmarks.gpu_check as gpu_check
 
     require_shared()
     check = gpu_check.Check(tmp_path, SHARED, toy=True, budget=0.0, work=tmp_path / "work")
@@ -159,18 +152,18 @@ def test_a_step_process_without_a_result_fails_with_its_exit_status(tmp_path, to
     ("hydra_core-1.3.8-py3-none-any.whl", 10, True),
     ("cffi-2.1.1-cp311-cp311-macosx_11_0_arm64.whl", 11, False),
 ])
-def test_the_pipless_install_picks_wheels_by_their_tags(wheel, minor, fits, tools):
-    import pack_gpu
+def test_the_pipless_install_picks_wheels_by_their_tags(wheel, minor, fits):
+    from tools import pack_gpu
 
     assert pack_gpu.fits(wheel, minor) is fits
 
 
-def test_the_device_command_installs_the_carried_wheels_then_runs_the_check(tools):
-    import pack_gpu
+def test_the_device_command_installs_the_carried_wheels_then_runs_the_check():
+    from tools import pack_gpu
 
     command = pack_gpu.device_command(pack_gpu.CARRY)
     assert "--find-links gpu_carry/wheels -r gpu_carry/requirements.txt" in command
-    assert "tools/pack_gpu.py --unpack" in command  # without pip
-    assert command.endswith("tools/gpu_check.py --out $OUT --data gpu_carry/data")
+    assert "-m tools.pack_gpu --unpack" in command  # without pip
+    assert command.endswith("-m benchmarks.gpu_check --out $OUT --data gpu_carry/data")
     assert len(command) < 2000  # the device tool's limit on a command
     assert Path(pack_gpu.__file__).parent == ROOT / "tools"

@@ -27,7 +27,7 @@ from asr.grammar import Grammar, GrammarError
 from asr.grammar.automaton import DEAD, TokenGrammar
 from asr.grammar.expansion import expand
 from asr.tokenizer import EOS_ID, WORD_START, Tokenizer
-from conftest import small_real_set, train_config, write_manifest
+from helpers import small_real_set, train_config, write_manifest
 
 WORDS = ["go", "stop", "the", "red", "light", "on", "off", "now", "please", "gone"]
 

@@ -268,7 +268,7 @@ def model_copy(tmp_path) -> Path:
 
 
 def commands_manifest(folder: Path, commands: int, others: int, intent: str = "time") -> Path:
-    from conftest import FSDD, require_shared
+    from helpers import FSDD, require_shared
     require_shared()
     clip = str(FSDD / "7_yweweler_0.wav")
     rows = [{"audio_filepath": clip, "intent": intent}] * commands

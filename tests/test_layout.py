@@ -9,10 +9,10 @@ tools of the checkout (they are not shipped in the wheel).
 import ast
 from pathlib import Path
 
-from conftest import ROOT
+from helpers import ROOT
 
 APP = "asr.assistant"
-CHECKOUT_ONLY = ("recipes", "tools")
+CHECKOUT_ONLY = ("recipes", "tools", "benchmarks")
 
 
 def _within(name: str, package: str) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from conftest import SHARED
+from helpers import SHARED
 from recipes.librispeech import prepare as librispeech
 
 CATHY = SHARED / "cathy" / "data"
@@ -91,7 +91,7 @@ def test_recipe_configs_train_on_the_prepared_manifests(tmp_path):
     and m model configs build at their published sizes (fairseq: 30M and 71M)."""
     from asr.checkpoint import build_model
     from asr.train import Trainer
-    from conftest import train_config
+    from helpers import train_config
 
     build_corpus(tmp_path / "LibriSpeech")
     paths = librispeech.prepare(tmp_path / "LibriSpeech", tmp_path / "out",

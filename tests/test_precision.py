@@ -6,7 +6,7 @@ import torch
 
 from asr.checkpoint import CHECKPOINT, load_torch
 from asr.train import Trainer, TrainingError
-from conftest import small_real_set, train_config, write_manifest
+from helpers import small_real_set, train_config, write_manifest
 
 RUN = ["tokenizer.vocab_size=30", "data.batch_size=2", "trainer.max_epochs=1",
        "trainer.num_threads=1", "trainer.grad_clip=0.5"]  # clipping active: unscaling matters

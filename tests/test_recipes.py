@@ -14,7 +14,7 @@ import soundfile as sf
 
 from asr.data import read_manifest
 from asr.text import normalize_text
-from conftest import COMMANDS, DIGITS, FSDD, SHARED, require_shared, train_config
+from helpers import COMMANDS, DIGITS, FSDD, SHARED, require_shared, train_config
 from recipes import common
 from recipes.cathy import lm_text
 from recipes.cathy import prepare as cathy

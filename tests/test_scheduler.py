@@ -9,7 +9,7 @@ from hydra.utils import instantiate
 from asr import CONF_DIR
 from asr import scheduler as schedules
 from asr.training.budget import Clock, Plan
-from conftest import train_config
+from helpers import train_config
 
 
 def lrs(make, steps: int, lr: float = 2e-3, betas=(0.9, 0.98), **kwargs) -> list[float]:

@@ -13,7 +13,7 @@ from asr.audio import load_audio
 from asr.data import iter_manifest
 from asr.shards import INDEX, ShardBatches, decode_sample, read_index, write_shards
 from asr.tokenizer import Tokenizer
-from conftest import ROOT, small_real_set, train_config, write_manifest
+from helpers import ROOT, small_real_set, train_config, write_manifest
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def shards(tmp_path_factory):
     """The 8 real utterances in shards of at most 3, by the command-line tool."""
     tmp_path = tmp_path_factory.mktemp("shards")
     manifest = write_manifest(tmp_path / "train.jsonl", small_real_set())
-    run = subprocess.run([sys.executable, "tools/write_shards.py", "--manifest", str(manifest),
+    run = subprocess.run([sys.executable, "-m", "tools.write_shards", "--manifest", str(manifest),
                           "--out", str(tmp_path / "shards"), "--max-count", "3"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

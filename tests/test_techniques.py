@@ -17,7 +17,7 @@ from asr.features import FeatureConfig
 from asr.guided_attention import guided_attention_loss
 from asr.model import ModelDimensions, SpeechTransformer
 from asr.tokenizer import BOS_ID, Tokenizer
-from conftest import ROOT, small_real_set, train_config, write_manifest
+from helpers import ROOT, small_real_set, train_config, write_manifest
 
 OPTIONS = list(itertools.product(["pre", "post", "tfixup"], ["sinusoidal", "relative", "rope"],
                                  ["full", "local"]))

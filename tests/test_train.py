@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from asr.checkpoint import CHECKPOINT, load_model_dir, load_torch
 from asr.train import clip_gradients
 from asr.transcriber import Transcriber
-from conftest import ROOT, small_real_set, train_config, write_manifest
+from helpers import ROOT, small_real_set, train_config, write_manifest
 
 
 def test_tiny_model_overfits_real_utterances(overfit_model):
@@ -284,7 +284,7 @@ def test_ctrl_c_ends_training_in_one_line_with_status_130(tmp_path):
 
 def test_compiled_training_is_refused_on_cuda_before_anything_is_read():
     """Inductor fails on the training step on CUDA after minutes of compiling: refused at
-    once there; the CPU keeps compiling (tools/gpu_check.py's toy run trains it)."""
+    once there; the CPU keeps compiling (benchmarks/gpu_check.py's toy run trains it)."""
     from asr.training.options import TrainingError, check_compile
 
     check_compile(True, torch.device("cpu"))

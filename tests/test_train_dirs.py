@@ -17,7 +17,7 @@ import torch
 
 from asr.checkpoint import CHECKPOINT, WEIGHTS, atomic_write, load_torch, save_torch
 from asr.train import LOCK, Trainer, TrainingError
-from conftest import ROOT, small_real_set, train_config, write_manifest
+from helpers import ROOT, small_real_set, train_config, write_manifest
 
 STEPS = ["tokenizer.vocab_size=30", "data.batch_size=1", "trainer.max_epochs=1"]
 
@@ -94,7 +94,7 @@ def test_a_second_run_in_the_same_directory_stops_at_once(tmp_path, manifest):
 
 def test_a_finished_run_frees_the_directory_while_its_loader_workers_live(tmp_path, manifest):
     """Persistent DataLoader workers, forked while the lock was held, share its open file;
-    the run unlocks on leaving, so resuming in the same process (tools/gpu_check.py does) works
+    the run unlocks on leaving, so resuming in the same process (benchmarks/gpu_check.py does) works
     while they are still alive."""
     run = [*STEPS, "data.num_workers=1"]
     first = Trainer(train_config(tmp_path, manifest, *run))

@@ -15,7 +15,7 @@ import torch
 
 from asr.model import SpeechTransformer
 from asr.train import Trainer, TrainingError
-from conftest import small_real_set, train_config, write_manifest
+from helpers import small_real_set, train_config, write_manifest
 
 FAST = ["tokenizer.vocab_size=30", "data.batch_size=1", "trainer.max_epochs=2"]
 

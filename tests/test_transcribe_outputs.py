@@ -22,7 +22,7 @@ from asr.evaluate import main as evaluate_main
 from asr.formats import FORMATS, render
 from asr.transcribe import main
 from asr.transcriber import Transcriber, Transcript
-from conftest import ROOT
+from helpers import ROOT
 from test_transcriber import long_recording
 
 

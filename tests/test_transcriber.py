@@ -12,7 +12,7 @@ import torch
 from asr import Segment, Transcriber, Transcript
 from asr.audio import AudioError, load_audio
 from asr.stream import stream_file
-from conftest import noise_clips
+from helpers import noise_clips
 
 RATE = 16000
 

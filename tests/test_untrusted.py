@@ -34,7 +34,7 @@ from asr.checkpoint import (
     load_model_dir,
 )
 from asr.tokenizer import Tokenizer
-from conftest import ROOT, fsdd_file, train_config, write_untrained_model
+from helpers import ROOT, fsdd_file, train_config, write_untrained_model
 
 
 class Payload:

@@ -5,7 +5,7 @@ import pytest
 import soundfile as sf
 
 from asr.vad import Endpointer, VADConfig, split_utterances
-from conftest import COMMANDS, require_shared
+from helpers import COMMANDS, require_shared
 
 RATE = 16000
 

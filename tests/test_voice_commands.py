@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from asr.grammar import Grammar
-from conftest import SHARED, require_shared
+from helpers import SHARED, require_shared
 from recipes.common import corpora, real, sentence_splits, synthesis
 from recipes.common import voices as synthetic_voices
 from recipes.voice_commands import prepare

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from conftest import ROOT, write_manifest
+from helpers import ROOT, write_manifest
 from test_transcriber import long_recording
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "asr", "conf")

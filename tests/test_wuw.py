@@ -15,7 +15,7 @@ from asr.alignment import WordTime, align_text
 from asr.audio import load_audio
 from asr.checkpoint import load_model_dir
 from asr.text import normalize_transcription
-from conftest import ROOT, SHARED, require_shared, train_config
+from helpers import ROOT, SHARED, require_shared, train_config
 from recipes.common import SPLITS, corpora
 from recipes.wuw import prepare as wuw
 from recipes.wuw import spot

@@ -1,7 +1,7 @@
 """Average the weights of several epochs of a training run into a new model directory.
 
-    python tools/average_checkpoints.py --model exp/fsdd --last 5 [--out exp/fsdd/averaged]
-    python tools/average_checkpoints.py --model exp/fsdd --best 5 --out exp/fsdd_best5
+    python -m tools.average_checkpoints --model exp/fsdd --last 5 [--out exp/fsdd/averaged]
+    python -m tools.average_checkpoints --model exp/fsdd --best 5 --out exp/fsdd_best5
 
 The run must have kept its per-epoch weights (`trainer.keep_checkpoints=N`, at least the
 number averaged); `--best` ranks epochs by the dev WER in its metrics.json (ties by dev loss).
@@ -10,12 +10,10 @@ The result is an ordinary model directory: score it with `python -m asr.evaluate
 """
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from asr.averaging import AVERAGED, average_model_dir  # noqa: E402
-from asr.checkpoint import ModelDirError  # noqa: E402
+from asr.averaging import AVERAGED, average_model_dir
+from asr.checkpoint import ModelDirError
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,6 @@
-"""Pack what a GPU machine needs for tools/gpu_check.py into gpu_carry/, and print the command.
+"""Pack what a GPU machine needs for benchmarks/gpu_check.py into gpu_carry/, and print the command.
 
-    .venv/bin/python tools/pack_gpu.py [--out gpu_carry] [--data ../shared/data]
+    .venv/bin/python -m tools.pack_gpu [--out gpu_carry] [--data ../shared/data]
 
 The lent GPU machine has no network and a Python with torch and torchaudio (2.11, CUDA),
 sentencepiece, numpy, scipy, tqdm, pyyaml, onnx and onnxruntime; it gets a copy of the working
@@ -11,7 +11,7 @@ The folder written here (git-ignored) holds:
   comparison import (`CARRIED`), pinned to the versions installed in this environment (the
   tested ones), for CPython 3.10 to 3.13 on x86_64 Linux, since the GPU machine's Python version
   is not known beforehand (gpu_check's `environment` step records it);
-- data/: the clips gpu_check trains, decodes and times on (tools/gpu_data.py `shared_clips`),
+- data/: the clips gpu_check trains, decodes and times on (benchmarks/gpu_data.py `shared_clips`),
   from ../shared/data, as FLAC, listed with their text in data/clips.json.
 
 It prints the folder's size and the one command to run there: the wheels installed into a
@@ -105,8 +105,7 @@ def pack_data(dest: Path, shared: Path) -> int:
     """gpu_check's clips from the shared corpora as FLAC in `dest`, with clips.json."""
     import soundfile as sf
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from gpu_data import CLIPS, shared_clips
+    from benchmarks.gpu_data import CLIPS, shared_clips
 
     entries = []
     for i, clip in enumerate(shared_clips(shared)):
@@ -133,8 +132,8 @@ def device_command(carry: Path) -> str:
     rel = carry.relative_to(ROOT)
     return (f"PY=$(command -v python3 || command -v python); S={DEVICE_SITE}; "
             f"($PY -m pip install -q --no-index --no-deps --target $S --find-links {rel}/wheels "
-            f"-r {rel}/requirements.txt || $PY tools/pack_gpu.py --unpack $S) && "
-            f"PYTHONPATH=.:$S $PY tools/gpu_check.py --out $OUT --data {rel}/data")
+            f"-r {rel}/requirements.txt || $PY -m tools.pack_gpu --unpack $S) && "
+            f"PYTHONPATH=.:$S $PY -m benchmarks.gpu_check --out $OUT --data {rel}/data")
 
 
 # --- on the GPU machine, without pip -----------------------------------------------------------

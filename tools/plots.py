@@ -1,9 +1,9 @@
 """Figures of the training techniques, each a PNG made by one command (matplotlib, `.[plot]`).
 
-    python tools/plots.py lr         [--out docs/lr_schedules.png]
-    python tools/plots.py posenc     [--out docs/positional_encoding.png]
-    python tools/plots.py attention  --model exp/voice_commands [--audio FILE] [--out ...]
-    python tools/plots.py loss       --model exp/voice_commands [--out docs/loss_curves.png]
+    python -m tools.plots lr         [--out docs/lr_schedules.png]
+    python -m tools.plots posenc     [--out docs/positional_encoding.png]
+    python -m tools.plots attention  --model exp/voice_commands [--audio FILE] [--out ...]
+    python -m tools.plots loss       --model exp/voice_commands [--out docs/loss_curves.png]
 
 `lr` draws the schedules of asr/scheduler.py themselves (not copies of their formulas);
 `attention` runs a trained model on one utterance and draws its spectrogram, the encoder's
@@ -15,7 +15,6 @@ head is drawn with its monotonicity (correlation of token order and attended fra
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -24,7 +23,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from asr import scheduler as schedules  # noqa: E402
 from asr.audio import AudioError, load_audio  # noqa: E402
 from asr.checkpoint import METRICS, ModelDirError, atomic_write, load_model_dir  # noqa: E402

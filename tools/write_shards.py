@@ -1,6 +1,6 @@
 """Pack a manifest's audio and transcripts into WebDataset shards for training at scale.
 
-    python tools/write_shards.py --manifest data/librispeech/train.jsonl --out data/librispeech/shards
+    python -m tools.write_shards --manifest data/librispeech/train.jsonl --out data/librispeech/shards
     python -m asr.train data=librispeech data.train_shards=data/librispeech/shards ...
 
 Writes OUT/shard-000000.tar, ... (at most --max-count utterances each: the original audio
@@ -9,12 +9,10 @@ OUT/shards.json. See asr/shards.py for how training reads them.
 """
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from asr.data import ManifestError  # noqa: E402
-from asr.shards import write_shards  # noqa: E402
+from asr.data import ManifestError
+from asr.shards import write_shards
 
 
 def main(argv: list[str] | None = None) -> None:

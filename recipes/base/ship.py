@@ -19,6 +19,7 @@ from itertools import islice
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
 from asr.checkpoint import (
     CONFIG,
@@ -47,14 +48,16 @@ def half_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def trained_for(model_dir: Path, corpus: Path, earlier: Path) -> dict:
     """Steps, epochs and hours of audio heard, from the run's metrics and its corpus, added to
-    what the shipped model it replaces (`earlier`, its start by trainer.init_from) had heard."""
+    what the shipped model it replaces (`earlier`) had heard when the run started from it
+    (trainer.init_from=base); a run from scratch counts its own hours alone."""
     metrics = json.loads((model_dir / METRICS).read_text())
     epochs = metrics.get("epochs", [])
     train_hours = sum(u.duration for u in iter_manifest(corpus / "train.jsonl")) / 3600
     steps = epochs[-1].get("step") if epochs else None
     heard = {"epochs": len(epochs), "steps": steps, "corpus_train_hours": round(train_hours, 2),
              "audio_hours_heard": round(len(epochs) * train_hours, 1)}
-    if earlier.is_file():
+    started = OmegaConf.load(model_dir / CONFIG).get("trainer", {}).get("init_from")
+    if earlier.is_file() and started == "base":
         before = json.loads(earlier.read_text()).get("total_audio_hours_heard", 0.0)
         heard["total_audio_hours_heard"] = round(before + heard["audio_hours_heard"], 1)
     else:
