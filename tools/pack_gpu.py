@@ -77,13 +77,13 @@ def download(requirement: str, dest: Path, python: str) -> bool:
                "--implementation", "cp", "--abi", abi, *platforms, "-d", str(dest), requirement)
 
 
-def pack_wheels(dest: Path) -> list[str]:
-    """Every carried package's wheels into `dest`; the pinned requirements.
+def pack_wheels(dest: Path, names: list[str] = CARRIED) -> list[str]:
+    """The wheels of every package `names` lists into `dest`; the pinned requirements.
 
     A package with no wheel on the index (a source release: antlr4-python3-runtime 4.9.3) is
     built into one here; it must be pure Python."""
     dest.mkdir(parents=True, exist_ok=True)
-    requirements = pins(CARRIED)
+    requirements = pins(names)
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     for requirement in requirements:
         got = [download(requirement, dest, python) for python in PYTHONS]
