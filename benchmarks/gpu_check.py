@@ -34,7 +34,7 @@ with that reason), and a step not started by then is skipped, so the check ends 
 budget whatever a step does. The audio comes from `--data`: a folder made by
 tools/pack_gpu.py (clips.json and its clips) or the shared corpora (../shared/data). The
 runs' model directories go to a temporary folder (or `--work DIR`), never to --out, whose
-files a lent GPU machine sends back.
+files a borrowed GPU machine sends back.
 """
 
 import argparse

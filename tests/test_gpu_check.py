@@ -165,5 +165,5 @@ def test_the_device_command_installs_the_carried_wheels_then_runs_the_check():
     assert "--find-links gpu_carry/wheels -r gpu_carry/requirements.txt" in command
     assert "-m tools.pack_gpu --unpack" in command  # without pip
     assert command.endswith("-m benchmarks.gpu_check --out $OUT --data gpu_carry/data")
-    assert len(command) < 2000  # the device tool's limit on a command
+    assert len(command) < 2000  # one line a terminal takes whole
     assert Path(pack_gpu.__file__).parent == ROOT / "tools"

@@ -108,7 +108,7 @@ def pack(args: argparse.Namespace) -> Path:
     if size > BUDGET:
         print(f"warning: over {BUDGET >> 20} MiB: the working tree and this folder share 64 MiB",
               file=sys.stderr)
-    print("device run: carry", json.dumps([str(out.relative_to(ROOT))]), "timeout_s 600")
+    print(f"on the GPU machine, with {out.relative_to(ROOT)}/ copied beside the working tree:")
     print(device_command(out, args.experiment, args.minutes, bool(args.start)))
     return out
 

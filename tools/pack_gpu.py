@@ -2,9 +2,10 @@
 
     .venv/bin/python -m tools.pack_gpu [--out gpu_carry] [--data ../shared/data]
 
-The lent GPU machine has no network and a Python with torch and torchaudio (2.11, CUDA),
-sentencepiece, numpy, scipy, tqdm, pyyaml, onnx and onnxruntime; it gets a copy of the working
-tree (../shared stays behind) plus the ignored folders a run names in `carry`, 64 MiB in all.
+The GPU machines this project borrows have no network and a Python with torch and torchaudio
+(2.11, CUDA), sentencepiece, numpy, scipy, tqdm, pyyaml, onnx and onnxruntime; one gets a copy
+of the working tree (../shared stays behind) plus the ignored folders copied beside it, 64 MiB
+in all.
 The folder written here (git-ignored) holds:
 
 - wheels/ and requirements.txt: the rest of what asr, its tests' tools and the SpeechBrain
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     if size > 48 * 2**20:
         print("warning: over 48 MiB: the working tree and this folder share 64 MiB",
               file=sys.stderr)
-    print("device run: carry", json.dumps([str(out.relative_to(ROOT))]), "timeout_s 600")
+    print(f"on the GPU machine, with {out.relative_to(ROOT)}/ copied beside the working tree:")
     print(device_command(out))
 
 
