@@ -9,10 +9,12 @@
 # Training continues exp/base when it holds a run (trainer.resume=true); a fresh exp/base starts
 # from the shipped weights (trainer.init_from=base) when the package has them, so hours of
 # training add up across sessions (asr/models/base/TRAINING.json counts them). INIT=none starts
-# from scratch. SHIP=0 leaves the shipped model as it is.
+# from scratch. SHIP=0 leaves the shipped model as it is. EXPERIMENT=base_conv trains the conv2d
+# front end with 128 pieces (recipes/base/RESULTS.md, third round), from scratch (INIT=none) or
+# from a model of its own kind (INIT=DIR).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hours=3 minutes="" init=base ship=1
+hours=3 minutes="" init=base ship=1 experiment=base
 overrides=()
 for arg in "$@"; do
   case $arg in
@@ -20,6 +22,7 @@ for arg in "$@"; do
     MINUTES=*) minutes=${arg#MINUTES=} ;;
     INIT=*) init=${arg#INIT=} ;;
     SHIP=*) ship=${arg#SHIP=} ;;
+    EXPERIMENT=*) experiment=${arg#EXPERIMENT=} ;;
     *) overrides+=("$arg") ;;
   esac
 done
@@ -36,7 +39,7 @@ if [ ! -f "$model/checkpoint.pt" ] && [ "$init" != none ] && [ -f asr/models/bas
   start=("trainer.init_from=$init")
 fi
 if [ -n "$minutes" ]; then start+=("trainer.max_minutes=$minutes"); fi
-"$py" -m asr.train experiment=base data.root="$data" trainer.out_dir="$model" \
+"$py" -m asr.train experiment="$experiment" data.root="$data" trainer.out_dir="$model" \
   trainer.resume=true "${start[@]}" "${overrides[@]}"
 for manifest in test test_words test_read test_phone; do
   if [ -s "$data/$manifest.jsonl" ]; then
