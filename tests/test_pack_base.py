@@ -84,6 +84,6 @@ def test_the_command_trains_the_experiment_on_the_gpu_from_the_packed_folder(tmp
     (out / "requirements.txt").write_text("jiwer==4.0.0\n")
     command = pack_base.device_command(out, "base_conv", 8, start=False)
     assert "--find-links gpu_base/wheels -r gpu_base/requirements.txt" in command
-    assert "-m tools.pack_gpu --out gpu_base --unpack $S" in command
+    assert "-m tools.pack_gpu --unpack $S --out gpu_base" in command
     assert len(command) < 2000 and "init_from" not in command
     shutil.rmtree(out)

@@ -34,7 +34,7 @@ import torch
 from asr.audio import AudioError, read_audio, resample
 from asr.checkpoint import CONFIG, TOKENIZER, WEIGHTS, ModelDirError, load_model_dir, save_torch
 from asr.data import ManifestError, audio_path
-from tools.pack_gpu import CARRIED, DEVICE_SITE, ROOT, folder_bytes, pack_wheels
+from tools.pack_gpu import CARRIED, ROOT, device_setup, folder_bytes, pack_wheels
 
 OUT = ROOT / "gpu_base"
 COMPRESSION = 0.98  # libsndfile's Opus compression level: about 13 kbit/s of speech at 16 kHz
@@ -78,12 +78,9 @@ def pack_start(model_dir: Path, dest: Path) -> None:
 def device_command(out: Path, experiment: str, minutes: float, start: bool) -> str:
     """The one command for the GPU machine (from the repository root there)."""
     rel = out.relative_to(ROOT)
-    install = (f"($PY -m pip install -q --no-index --no-deps --target $S --find-links "
-               f"{rel}/wheels -r {rel}/requirements.txt || $PY -m tools.pack_gpu --out {rel} "
-               f"--unpack $S) && ") if (out / "requirements.txt").is_file() else ""
     init = f" trainer.init_from={rel}/start" if start else ""
-    return (f"PY=$(command -v python3 || command -v python); S={DEVICE_SITE}; {install}"
-            f"PYTHONPATH=.:$S $PY -m asr.train experiment={experiment} data.root={rel}/corpus "
+    return (device_setup(rel, wheels=(out / "requirements.txt").is_file())
+            + f"PYTHONPATH=.:$S $PY -m asr.train experiment={experiment} data.root={rel}/corpus "
             f"data.augment.reverb.manifest={rel}/rirs/rirs.jsonl trainer.out_dir=$OUT/base "
             f"trainer.device=cuda trainer.precision=bf16 trainer.max_minutes={minutes:g}{init}")
 

@@ -128,13 +128,22 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def device_setup(rel: Path, wheels: bool = True) -> str:
+    """The start of a command for the GPU machine: $PY, $S (DEVICE_SITE) and, with `wheels`,
+    the wheels carried in `rel` (relative to the tree) installed into $S (pip, or without pip
+    `--unpack`)."""
+    setup = f"PY=$(command -v python3 || command -v python); S={DEVICE_SITE}; "
+    if wheels:
+        setup += (f"($PY -m pip install -q --no-index --no-deps --target $S --find-links "
+                  f"{rel}/wheels -r {rel}/requirements.txt || $PY -m tools.pack_gpu --unpack $S "
+                  f"--out {rel}) && ")
+    return setup
+
+
 def device_command(carry: Path) -> str:
     """The one command for the GPU machine (run from the repository root there)."""
-    rel = carry.relative_to(ROOT)
-    return (f"PY=$(command -v python3 || command -v python); S={DEVICE_SITE}; "
-            f"($PY -m pip install -q --no-index --no-deps --target $S --find-links {rel}/wheels "
-            f"-r {rel}/requirements.txt || $PY -m tools.pack_gpu --unpack $S) && "
-            f"PYTHONPATH=.:$S $PY -m benchmarks.gpu_check --out $OUT --data {rel}/data")
+    return (device_setup(carry.relative_to(ROOT)) + "PYTHONPATH=.:$S $PY -m benchmarks.gpu_check --out $OUT "
+            f"--data {carry.relative_to(ROOT)}/data")
 
 
 # --- on the GPU machine, without pip -----------------------------------------------------------
