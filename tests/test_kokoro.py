@@ -9,7 +9,14 @@ import soundfile as sf
 
 from asr.grammar import Sentence
 from recipes.common import kokoro, synthesis
-from recipes.common.voices import HELD_OUT, Voice, discover_voices, split_voices
+from recipes.common.voices import (
+    HELD_OUT,
+    KOKORO_MIX_WEIGHT,
+    Voice,
+    choose_voice,
+    discover_voices,
+    split_voices,
+)
 
 needs_kokoro = pytest.mark.skipif(not kokoro.available(), reason=kokoro.NOT_SET_UP)
 
@@ -50,6 +57,33 @@ def test_a_mix_is_a_speaker_in_between() -> None:
     for pure in ("af_heart", "am_adam"):
         wave = kokoro.speak(text, pure)[0]
         assert wave.shape != mixed.shape or not np.allclose(wave, mixed, atol=1e-3), pure
+
+
+def test_training_mixes_kokoro_voices_of_one_accent() -> None:
+    names = ["af_heart", "af_bella", "am_adam", "bf_emma", "bm_george", "bm_daniel"]
+    voices = [Voice("kokoro", name) for name in names] + [Voice("flite", "awb")]
+    rng = np.random.default_rng(0)
+    drawn = [choose_voice(voices, "train", rng) for _ in range(400)]
+    mixes = [voice.variant for voice in drawn if "+" in voice.variant]
+    kokoro_draws = sum(voice.engine == "kokoro" for voice in drawn)
+    assert 0.35 < len(mixes) / kokoro_draws < 0.65
+    for mix in mixes:
+        (first, w1), (second, w2) = (part.split("*") for part in mix.split("+"))
+        assert first != second and first[0] == second[0] and {first, second} <= set(names)
+        assert KOKORO_MIX_WEIGHT[0] <= float(w1) <= KOKORO_MIX_WEIGHT[1]
+        assert float(w1) + float(w2) == pytest.approx(1.0)
+    assert len(set(mixes)) > 50  # speakers in between, not a handful
+    held_out = [Voice("kokoro", name) for name in ("af_sky", "am_michael", "bf_isabella")]
+    assert all(choose_voice(held_out, "test", rng) in held_out for _ in range(50))
+
+
+@needs_kokoro
+def test_a_drawn_mix_speaks() -> None:
+    rng = np.random.default_rng(3)
+    voices = [Voice("kokoro", name) for name in ("af_heart", "af_bella")]
+    mix = next(v for v in iter(lambda: choose_voice(voices, "train", rng), None) if "+" in v.variant)
+    wave, rate = kokoro.speak("turn on the lights", mix.name)
+    assert rate == 24000 and 0.5 < wave.size / rate < 5 and rms(wave) > 0.01
 
 
 @needs_kokoro

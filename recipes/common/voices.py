@@ -3,7 +3,9 @@
 Voices come from espeak-ng (accents x variants), flite, festival and, for the recipes that ask for
 it, Kokoro-82M (recipes/common/kokoro.py: 28 neural English voices). A voice is the unit that
 train, dev and test never share: HELD_OUT names the voices heard only in dev or test, and
-`choose_voice` draws an engine by its share of the split, then one of its voices.
+`choose_voice` draws an engine by its share of the split, then one of its voices. In training, a
+Kokoro voice is often mixed with another training voice of its accent: a speaker in between, so
+that 23 voices give the model a continuum of speakers rather than 23 points.
 """
 
 import shutil
@@ -52,6 +54,10 @@ ENGINE_WEIGHTS = {"train": {"espeak-ng": 0.62, "flite": 0.36, "festival": 0.02, 
 # Mean pitch range (Hz) per flite voice; rms ignores the setting. slt spans male and female
 # pitch: with the warp (synthesis.WARP_RANGE) it and awb stand in for the natural voices of people.
 FLITE_F0 = {"kal": (85, 130), "kal16": (85, 130), "awb": (100, 150), "slt": (95, 230)}
+# Share of training draws of a Kokoro voice that mix it with another training voice of the same
+# accent (American or British: the first voice picks the lexicon), and the range of its weight.
+KOKORO_MIX_SHARE = 0.5
+KOKORO_MIX_WEIGHT = (0.25, 0.75)
 
 
 @dataclass(frozen=True, order=True)
@@ -125,10 +131,27 @@ def split_voices(voices: list[Voice]) -> dict[str, list[Voice]]:
 
 def choose_voice(voices: list[Voice], split: str, rng: np.random.Generator) -> Voice:
     """An engine by the split's ENGINE_WEIGHTS (among those present), then one of its voices
-    uniformly."""
+    uniformly; in training, a Kokoro voice is mixed with another one KOKORO_MIX_SHARE of the time
+    (`mix_kokoro`). Held-out splits hear their voices as they are."""
     shares = ENGINE_WEIGHTS["train" if split == "train" else "held_out"]
     engines = sorted({voice.engine for voice in voices})
     weights = np.array([shares[engine] for engine in engines])
     engine = engines[rng.choice(len(engines), p=weights / weights.sum())]
     candidates = [voice for voice in voices if voice.engine == engine]
-    return candidates[rng.integers(len(candidates))]
+    voice = candidates[rng.integers(len(candidates))]
+    if split == "train" and engine == "kokoro" and rng.random() < KOKORO_MIX_SHARE:
+        return mix_kokoro(voice, candidates, rng)
+    return voice
+
+
+def mix_kokoro(voice: Voice, candidates: list[Voice], rng: np.random.Generator) -> Voice:
+    """`voice` mixed with another of `candidates` of its accent (the first letter of its name),
+    weighted `voice` w and the other 1 - w, w in KOKORO_MIX_WEIGHT; `voice` itself when it has no
+    such partner."""
+    partners = [other for other in candidates
+                if other.variant[0] == voice.variant[0] and other != voice and "+" not in other.variant]
+    if not partners:
+        return voice
+    partner = partners[rng.integers(len(partners))]
+    weight = round(float(rng.uniform(*KOKORO_MIX_WEIGHT)), 2)
+    return Voice("kokoro", f"{voice.variant}*{weight:g}+{partner.variant}*{1 - weight:.2g}")
