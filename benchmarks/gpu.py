@@ -56,11 +56,13 @@ def race_compiled(device: torch.device, sizes: Sizes, pool: list[Clip], toy: boo
     import copy
 
     from asr.model import SpeechTransformer
+    from asr.training.options import inductor_options
 
     dims, features, train_cfg, batches, audio = race_setup(device, sizes, pool, toy)
     torch.manual_seed(0)
     eager = prepared(SpeechTransformer(dims, features), batches[0], device)
-    compiled = torch.compile(copy.deepcopy(eager), dynamic=True, backend=backend)
+    options = inductor_options() if backend == "inductor" else {}
+    compiled = torch.compile(copy.deepcopy(eager), dynamic=True, backend=backend, options=options)
     steppers = {OURS: DeviceStepper(eager, batches, train_cfg, device),
                 OURS_COMPILED: DeviceStepper(compiled, batches, train_cfg, device)}
     started = time.perf_counter()

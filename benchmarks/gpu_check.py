@@ -26,19 +26,19 @@ does not stop the next, and the exit status is 1 if any failed. The steps:
 Without CUDA (or with --toy) the same steps run on the CPU at toy sizes (model=tiny, a few
 steps), where autocast is off: the three precisions compute in fp32 (fp16 still runs its loss
 scaler) and one compiled run (fp32) stands for all three, compiled by Dynamo and AOTAutograd
-without Inductor's code generation (the compiled race: by Dynamo alone). On CUDA compiled
-training is refused up front (`asr.training.options.check_compile`): the step passes when it
-trains or refuses in one line at once. `--budget` seconds bound the whole run: each step runs
-as a process of its own, killed with everything it started when the budget ends (it fails,
-with that reason), and a step not started by then is skipped, so the check ends within the
-budget whatever a step does. The audio comes from `--data`: a folder made by
-tools/pack_gpu.py (clips.json and its clips) or the shared corpora (../shared/data). The
-runs' model directories go to a temporary folder (or `--work DIR`), never to --out, whose
-files a borrowed GPU machine sends back.
+without Inductor's code generation (the compiled race: by Dynamo alone). On CUDA the compile
+turns Inductor's loop reindexing off (`asr.training.options.inductor_options`), whose code
+generation failed on the training step, and a torch without that switch is refused up front
+(`check_compile`): the step passes when it trains or refuses in one line at once. `--budget`
+seconds bound the whole run: each step runs as a process of its own, killed with everything
+it started when the budget ends (it fails, with that reason), and a step not started by then
+is skipped, so the check ends within the budget whatever a step does. The audio comes from
+`--data`: a folder made by tools/pack_gpu.py (clips.json and its clips) or the shared corpora
+(../shared/data). The runs' model directories go to a temporary folder (or `--work DIR`),
+never to --out, whose files a borrowed GPU machine sends back.
 """
 
 import argparse
-import functools
 import json
 import logging
 import math
@@ -137,7 +137,12 @@ def compile_with(backend: str) -> Iterator[None]:
         yield
         return
     original = torch.compile
-    torch.compile = functools.partial(original, backend=backend)
+
+    def compile_by(model: torch.nn.Module, **options: object) -> torch.nn.Module:
+        options.pop("options", None)  # Inductor's settings, nothing to the other backends
+        return original(model, backend=backend, **options)
+
+    torch.compile = compile_by
     try:
         yield
     finally:

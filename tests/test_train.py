@@ -282,12 +282,23 @@ def test_ctrl_c_ends_training_in_one_line_with_status_130(tmp_path):
                                             f"trainer.resume=true (from {out}/checkpoint.pt)")
 
 
-def test_compiled_training_is_refused_on_cuda_before_anything_is_read():
-    """Inductor fails on the training step on CUDA after minutes of compiling: refused at
-    once there; the CPU keeps compiling (benchmarks/gpu_check.py's toy run trains it)."""
-    from asr.training.options import TrainingError, check_compile
+def test_compiled_training_on_cuda_turns_loop_reindexing_off_or_is_refused_at_once(
+        monkeypatch: pytest.MonkeyPatch):
+    """Inductor's loop reindexing fails on the training step on CUDA after minutes of compiling
+    (pytorch/pytorch#197077): the compile turns it off, and a torch without that switch is
+    refused at once there; the CPU compiles either way."""
+    import torch._inductor.config as inductor
 
+    from asr.training import options
+    from asr.training.options import TrainingError, check_compile, inductor_options
+
+    assert inductor_options() == {"loop_reindexing_after_fusion": False}
+    assert inductor.loop_reindexing_after_fusion  # the option is the compile's, not global
+    check_compile(True, torch.device("cuda"))
+    monkeypatch.setattr(options, "REINDEXING", "no_such_switch")  # an older torch
+    assert inductor_options() == {}
     check_compile(True, torch.device("cpu"))
     check_compile(False, torch.device("cuda"))
-    with pytest.raises(TrainingError, match="^trainer.compile=true does not work on CUDA"):
+    with pytest.raises(TrainingError, match="^trainer.compile=true does not work on CUDA with "
+                                            "this torch: its Inductor has no no_such_switch"):
         check_compile(True, torch.device("cuda"))

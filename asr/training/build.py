@@ -28,7 +28,7 @@ from asr.model import SpeechTransformer
 from asr.shards import ShardBatches
 from asr.tokenizer import Tokenizer
 from asr.training.faults import DataFaults
-from asr.training.options import check_compile, check_options
+from asr.training.options import check_compile, check_options, inductor_options
 from asr.training.pretrained import load_pretrained
 from asr.training.report import Report
 from asr.training.run_dir import resuming
@@ -193,5 +193,6 @@ def wrap_model(model: SpeechTransformer, dist: Distributed, device: torch.device
             model, device_ids=[device.index] if device.type == "cuda" else None,
             broadcast_buffers=False)
     if compile:
-        model = torch.compile(model, dynamic=True)  # lengths vary: one graph for all shapes
+        model = torch.compile(model, dynamic=True,  # lengths vary: one graph for all shapes
+                              options=inductor_options())
     return model

@@ -40,15 +40,29 @@ def check_options(cfg: DictConfig) -> None:
             raise TrainingError(str(err)) from None
 
 
+# Inductor's loop reindexing after fusion (on by default) asserts in `get_pw_red_splits` on this
+# model's training step on CUDA: a fused reduction's pointwise epilogue whose size is the
+# reduction's (pytorch/pytorch#197077) aborts the compile after minutes. Turned off, Inductor
+# keeps such epilogues apart; the CPU's C++ code generation never takes that path.
+REINDEXING = "loop_reindexing_after_fusion"
+
+
+def inductor_options() -> dict[str, bool]:
+    """What `torch.compile` is given for the training step: Inductor's loop reindexing off,
+    where this torch has the switch."""
+    import torch._inductor.config as inductor
+
+    return {REINDEXING: False} if hasattr(inductor, REINDEXING) else {}
+
+
 def check_compile(compile: bool, device: torch.device) -> None:
-    """`trainer.compile=true` on a CUDA device: refused before anything is read. Inductor's
-    code generation fails on this model's training step there (an assertion in its tiling of
-    the fused reductions, on torch 2.11 with CUDA 13), after minutes of compiling; on the CPU
-    the step compiles and trains."""
-    if compile and device.type == "cuda":
+    """`trainer.compile=true` on a CUDA device whose torch cannot turn Inductor's loop
+    reindexing off (`inductor_options`): refused before anything is read, since its code
+    generation would fail on the training step after minutes of compiling."""
+    if compile and device.type == "cuda" and not inductor_options():
         raise TrainingError("trainer.compile=true does not work on CUDA with this torch: "
-                            "Inductor's code generation fails on the training step; train "
-                            "without it (trainer.compile=false)")
+                            f"its Inductor has no {REINDEXING} switch and its code generation "
+                            "fails on the training step; train without it (trainer.compile=false)")
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
