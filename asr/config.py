@@ -47,6 +47,12 @@ class DataConfig:
     batch_size: int = 16  # utterances per batch at most
     max_duration: float | None = None  # padded seconds of audio per batch at most (None: no cap)
     sortagrad: bool = False  # first epoch in increasing length (short utterances first)
+    # Static shapes for a compiled step (trainer.compile): training batches from this many
+    # duration buckets, each bucket's batches of one size, padded to its length and tokens to a
+    # multiple of bucket_tokens (asr/data.py: bucket_batches, StaticShapes). 0: batches padded
+    # to their longest (every batch a shape of its own).
+    buckets: int = 0
+    bucket_tokens: int = 16
     num_workers: int = 0  # DataLoader worker processes
     on_error: str = "raise"  # bad manifest lines and audio files: raise | skip
     augment: AugmentConfig = field(default_factory=recorded_sources)  # training only
@@ -126,6 +132,9 @@ class TrainerConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: str = "bf16"  # autocast on CUDA: bf16 | fp16 (with a GradScaler) | fp32; CPU is fp32
     num_threads: int | None = None  # torch CPU threads (None: torch's; from the command line: the idle cores)
+    # torch.compile's mode: default | reduce-overhead (CUDA graphs: needs data.buckets, whose
+    # static shapes each graph is captured for) | max-autotune
+    compile_mode: str = "default"
     resume: bool = False  # continue from out_dir/checkpoint.pt
     overwrite: bool = False  # start over in an out_dir that holds a run or a model (deletes it)
     init_from: str | None = None  # fine-tune: a model directory whose weights, CMVN and tokenizer start

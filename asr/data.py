@@ -4,6 +4,13 @@ A manifest line is NeMo's convention: {"audio_filepath": ..., "text": ..., "dura
 relative paths resolve against the manifest's folder so a corpus can be moved as a whole.
 Batches group utterances of similar duration (less padding) and are reshuffled per epoch from
 a seed, so a resumed run sees the same order; `rank`/`world_size` split them for DDP.
+
+With `buckets` (`data.buckets`), training batches take a few static shapes instead: the
+utterances fall into duration buckets of equal counts, every batch of a bucket holds the same
+number of utterances, and `StaticShapes` pads its waveforms to the bucket's length and its
+tokens to a multiple of a few. A compiled step then builds one graph per shape and can run
+as a CUDA graph (`trainer.compile_mode=reduce-overhead`); padding changes no loss (the model
+masks it).
 """
 
 import json
@@ -15,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset, Sampler
 
@@ -172,8 +180,28 @@ class SpeechDataset(Dataset):
         return wave, torch.tensor(self.tokenizer.encode(utt.text), dtype=torch.long)
 
 
-def collate(items: list[tuple[torch.Tensor, torch.Tensor] | str]) -> dict:
-    """Pad waveforms with zeros and tokens with PAD_ID; "bad" lists unusable items' errors.
+@dataclass(frozen=True)
+class StaticShapes:
+    """The padded sizes of bucketed batches: waveforms to the shortest of `samples` (the
+    buckets' lengths) that holds the longest one, tokens to a multiple of `token_multiple`. A
+    waveform longer than every bucket (speed perturbation beyond the headroom) is padded to a
+    multiple of the longest bucket, a rare shape of its own."""
+
+    samples: tuple[int, ...]
+    token_multiple: int = 16
+
+    def wave_length(self, longest: int) -> int:
+        fits = [n for n in self.samples if n >= longest]
+        return min(fits) if fits else math.ceil(longest / self.samples[-1]) * self.samples[-1]
+
+    def token_length(self, longest: int) -> int:
+        return max(1, math.ceil(longest / self.token_multiple)) * self.token_multiple
+
+
+def collate(items: list[tuple[torch.Tensor, torch.Tensor] | str],
+            shapes: StaticShapes | None = None) -> dict:
+    """Pad waveforms with zeros and tokens with PAD_ID (to `shapes`' sizes when given, else to
+    the longest); "bad" lists unusable items' errors.
 
     A batch whose items were all unusable has only "bad".
     """
@@ -181,9 +209,13 @@ def collate(items: list[tuple[torch.Tensor, torch.Tensor] | str]) -> dict:
     usable = [item for item in items if not isinstance(item, str)]
     if usable:
         waves, tokens = zip(*usable, strict=True)
-        batch.update(wave=pad_sequence(list(waves), batch_first=True),
-                     lengths=torch.tensor([len(w) for w in waves]),
-                     tokens=pad_sequence(list(tokens), batch_first=True, padding_value=PAD_ID))
+        wave = pad_sequence(list(waves), batch_first=True)
+        token_ids = pad_sequence(list(tokens), batch_first=True, padding_value=PAD_ID)
+        if shapes is not None:
+            wave = F.pad(wave, (0, shapes.wave_length(wave.shape[1]) - wave.shape[1]))
+            width = shapes.token_length(token_ids.shape[1]) - token_ids.shape[1]
+            token_ids = F.pad(token_ids, (0, width), value=PAD_ID)
+        batch.update(wave=wave, lengths=torch.tensor([len(w) for w in waves]), tokens=token_ids)
     return batch
 
 
@@ -192,6 +224,7 @@ class DurationBatchSampler(Sampler[list[int]]):
 
     The batches are fixed once (utterances sorted by duration, cut where a cap would be
     passed), so padding stays small; each epoch shuffles their order from `seed + epoch`.
+    With `buckets`, the batches are `bucket_batches`' (a few static shapes).
     `sortagrad` keeps the first epoch in increasing length (Amodei et al., Deep Speech 2):
     short utterances first while the model is fragile.
 
@@ -203,8 +236,9 @@ class DurationBatchSampler(Sampler[list[int]]):
 
     def __init__(self, durations: list[float], batch_size: int, max_duration: float | None = None,
                  shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 sortagrad: bool = False, drop_last: bool = True):
-        self.batches = _make_batches(durations, batch_size, max_duration)
+                 sortagrad: bool = False, drop_last: bool = True, buckets: int = 0):
+        self.batches = bucket_batches(durations, buckets, batch_size, max_duration)[0] \
+            if buckets else _make_batches(durations, batch_size, max_duration)
         self.shuffle, self.seed, self.epoch, self.start = shuffle, seed, 0, 0
         self.rank, self.world_size = rank, world_size
         self.sortagrad, self.drop_last = sortagrad, drop_last
@@ -248,3 +282,25 @@ def _make_batches(durations: list[float], batch_size: int,
     if current:
         batches.append(current)
     return batches
+
+
+def bucket_batches(durations: list[float], buckets: int, batch_size: int,
+                   max_duration: float | None) -> tuple[list[list[int]], list[float]]:
+    """Batches of `buckets` duration buckets of (nearly) equal counts, and each bucket's
+    longest duration. A bucket's batches all hold the same number of utterances: `batch_size`,
+    or fewer where `max_duration` / its longest duration allows fewer (at least one); its last
+    batch is filled up with the bucket's shortest utterances, so a few are heard twice an epoch.
+    """
+    order = sorted(range(len(durations)), key=durations.__getitem__)
+    count = min(buckets, len(order))
+    parts = [order[len(order) * k // count:len(order) * (k + 1) // count] for k in range(count)]
+    batches, longest = [], []
+    for part in parts:
+        top = durations[part[-1]]
+        size = batch_size if max_duration is None else \
+            max(1, min(batch_size, math.floor(max_duration / max(top, 1e-9))))
+        size = min(size, len(part))
+        filled = part + part[:-len(part) % size] if len(part) % size else part
+        batches += [filled[i:i + size] for i in range(0, len(filled), size)]
+        longest.append(top)
+    return batches, longest

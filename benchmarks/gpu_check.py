@@ -19,9 +19,11 @@ does not stop the next, and the exit status is 1 if any failed. The steps:
    duration-bucketed batches against SpeechBrain's TransformerASR of the same sizes on the same
    batches, alternating round by round, with the bf16 matmul peak timed in the same rounds:
    audio seconds per second, counted FLOPs, and MFU (achieved / measured peak).
-6. train_*_compiled: step 2 again with `trainer.compile=true`, last (slow to start), bf16
-   first; then bench_s2t_s_compiled: ours eager against ours under `torch.compile` on the
-   race's batches (what fusing the launch-bound step's kernels gains), then fp32 and fp16.
+6. train_*_compiled: step 2 again with `trainer.compile=true` on four duration buckets
+   (`data.buckets=4`: static shapes) in `trainer.compile_mode=reduce-overhead` (CUDA graphs),
+   last (slow to start), bf16 first; then bench_s2t_s_compiled: ours eager against ours
+   under `torch.compile` on the race's batches (what fusing the launch-bound step's kernels
+   gains), then fp32 and fp16.
 
 Without CUDA (or with --toy) the same steps run on the CPU at toy sizes (model=tiny, a few
 steps), where autocast is off: the three precisions compute in fp32 (fp16 still runs its loss
@@ -113,6 +115,9 @@ def train_overrides(check: Check, out: Path, precision: str, compiled: bool,
                  f"trainer.log_every={sizes.log_every}", "trainer.save_every_minutes=null",
                  f"trainer.device={check.device.type}", f"data.batch_size={sizes.batch_size}",
                  "tokenizer.vocab_size=64", f"scheduler.warmup_steps={max(steps // 4, 2)}"]
+    if compiled:  # static shapes: a graph per bucket, on CUDA run as CUDA graphs
+        overrides += ["data.buckets=4"]
+        overrides += [] if check.toy else ["trainer.compile_mode=reduce-overhead"]
     if check.toy:
         overrides += ["model=tiny", "trainer.cmvn_utterances=16"]
     return overrides

@@ -1,11 +1,25 @@
-"""Manifests (NeMo convention, relative paths, clear errors) and duration-bucketed batches."""
+"""Manifests (NeMo convention, relative paths, clear errors), duration-bucketed batches and the
+static shapes of compiled training."""
 
 import json
 import random
+from collections import Counter
 
 import pytest
+import torch
 
-from asr.data import DurationBatchSampler, ManifestError, padding_fraction, read_manifest
+from asr.audio import load_audio
+from asr.data import (
+    DurationBatchSampler,
+    ManifestError,
+    StaticShapes,
+    bucket_batches,
+    collate,
+    padding_fraction,
+    read_manifest,
+)
+from asr.features import FeatureConfig
+from asr.model import ModelDimensions, SpeechTransformer
 from helpers import fsdd_file
 
 
@@ -126,3 +140,47 @@ def test_ranks_share_one_shuffled_list_and_step_together(world_size):
                                      world_size=world_size, drop_last=False))
            for rank in range(world_size)]
     assert sorted(i for shard in dev for b in shard for i in b) == list(range(len(DURATIONS)))
+
+
+def test_buckets_give_a_few_static_shapes_and_hear_everyone():
+    """data.buckets: each bucket's batches hold the same count (so a compiled step sees a few
+    shapes), every utterance is heard, a bucket's filling ones at most twice."""
+    rng = random.Random(3)
+    durations = [rng.uniform(0.4, 12.0) for _ in range(203)]
+    batches, longest = bucket_batches(durations, 4, 16, 80.0)
+    assert longest == sorted(longest) and longest[-1] == max(durations)
+    sizes_by_bucket = {}
+    for batch in batches:
+        bucket = next(k for k, top in enumerate(longest) if max(durations[i] for i in batch) <= top)
+        sizes_by_bucket.setdefault(bucket, set()).add(len(batch))
+        assert len(set(batch)) == len(batch)
+    assert all(len(sizes) == 1 for sizes in sizes_by_bucket.values()), sizes_by_bucket
+    assert [sizes.pop() for _, sizes in sorted(sizes_by_bucket.items())] == [
+        min(16, int(80.0 // top)) for top in longest]
+    heard = Counter(i for batch in batches for i in batch)
+    assert set(heard) == set(range(203)) and max(heard.values()) == 2
+    sampler = DurationBatchSampler(durations, 16, 80.0, seed=1, buckets=4)
+    assert sorted(map(sorted, sampler)) == sorted(map(sorted, batches))
+
+
+def test_static_shapes_pad_to_the_buckets_and_leave_the_loss_as_it_was():
+    """Padding a batch to its bucket's length and its tokens to a multiple of 16 changes no
+    loss (to fp32 rounding): the model masks every padded frame and token."""
+    waves = [load_audio(fsdd_file(d, "jackson"), 16000) for d in (3, 7, 8)]
+    items = [(wave, torch.tensor(ids)) for wave, ids in
+             zip(waves, ([5, 6, 7, 8], [9, 10], [11]), strict=True)]
+    shapes = StaticShapes((8000, 16000, 24000), token_multiple=16)
+    dynamic, static = collate(items), collate(items, shapes)
+    assert static["wave"].shape == (3, shapes.wave_length(dynamic["wave"].shape[1]))
+    assert static["wave"].shape[1] in shapes.samples and static["tokens"].shape == (3, 16)
+    assert torch.equal(static["lengths"], dynamic["lengths"])
+    assert shapes.wave_length(24001) == 48000 and shapes.token_length(0) == 16
+    torch.manual_seed(0)
+    for subsampling in ("conv2d", "stack"):
+        dims = ModelDimensions(n_vocab=16, d_model=32, d_ff=64, n_head=2, n_encoder_layers=2,
+                               n_decoder_layers=1, subsampling=subsampling, ctc_weight=0.5)
+        model = SpeechTransformer(dims, FeatureConfig(utterance_cmn=True)).eval()
+        a = model(dynamic["wave"], dynamic["lengths"], dynamic["tokens"])
+        b = model(static["wave"], static["lengths"], static["tokens"])
+        for name in ("att", "ctc", "loss"):
+            assert torch.allclose(a[name], b[name], rtol=1e-5), (subsampling, name, a, b)

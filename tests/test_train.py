@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -293,12 +294,55 @@ def test_compiled_training_on_cuda_turns_loop_reindexing_off_or_is_refused_at_on
     from asr.training.options import TrainingError, check_compile, inductor_options
 
     assert inductor_options() == {"loop_reindexing_after_fusion": False}
+    assert inductor_options("reduce-overhead") == {"triton.cudagraphs": True,
+                                                   "loop_reindexing_after_fusion": False}
     assert inductor.loop_reindexing_after_fusion  # the option is the compile's, not global
     check_compile(True, torch.device("cuda"))
     monkeypatch.setattr(options, "REINDEXING", "no_such_switch")  # an older torch
-    assert inductor_options() == {}
+    assert inductor_options() == {}  # the mode's settings alone
     check_compile(True, torch.device("cpu"))
     check_compile(False, torch.device("cuda"))
     with pytest.raises(TrainingError, match="^trainer.compile=true does not work on CUDA with "
                                             "this torch: its Inductor has no no_such_switch"):
         check_compile(True, torch.device("cuda"))
+
+
+def test_compiled_training_on_buckets_builds_one_graph_per_static_shape(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """data.buckets with trainer.compile: the encoder and the decoder are compiled for static
+    shapes (a graph per bucket, and per bucket and token width, never per batch) and train:
+    the loss falls. Dynamo and AOTAutograd trace them as on a GPU; a recording backend stands
+    for Inductor's minutes of C++ compiling."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    from asr.train import Trainer
+
+    shapes: list[tuple] = []
+
+    def recording(graph: torch.fx.GraphModule, inputs: list) -> object:
+        shapes.append(tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)))
+        return aot_autograd(fw_compiler=lambda g, _: make_boxed_func(g.forward))(graph, inputs)
+
+    original = torch.compile
+
+    def compile_recording(model: torch.nn.Module, **options: object) -> torch.nn.Module:
+        assert options["dynamic"] is False
+        assert options["options"]["loop_reindexing_after_fusion"] is False
+        options.pop("options")
+        return original(model, backend=recording, **options)
+
+    monkeypatch.setattr(torch, "compile", compile_recording)
+    entries = small_real_set() * 3
+    manifest = write_manifest(tmp_path / "train.jsonl", entries)
+    cfg = train_config(tmp_path, manifest, "trainer.max_epochs=6", "tokenizer.vocab_size=30",
+                       "data.batch_size=4", "data.buckets=2", "trainer.compile=true",
+                       "scheduler.warmup_steps=5", "optim.lr=3e-3")
+    state = Trainer(cfg).fit()
+    losses = [epoch["train_loss"] for epoch in state.history]
+    assert losses[-1] < 0.8 * losses[0], losses
+    assert state.step == 6 * 6  # 24 utterances in two buckets of 12: three batches of 4 each
+    waves = {graph[0] for graph in shapes if len(graph[0]) == 3}  # the encoder's features
+    assert len(waves) == 2 and len(shapes) <= 2 + 2 * 2, shapes  # + buckets x token widths
+    saved = torch.load(tmp_path / "model" / "model.pt", weights_only=True)
+    assert not [name for name in saved if "_orig_mod" in name]  # in place: the names stay

@@ -114,3 +114,22 @@ def test_bad_manifest_lines_are_skipped_and_counted(tmp_path, manifest, training
            "double quotes)" in out
     with pytest.raises(TrainingError, match="data.on_error must be raise or skip, got 'ignore'"):
         Trainer(train_config(tmp_path, manifest, *FAST, "data.on_error=ignore"))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["trainer.compile_mode=fastest"], "trainer.compile_mode must be one of default, "
+     "reduce-overhead, max-autotune, got 'fastest'"),
+    (["trainer.compile=true", "trainer.compile_mode=reduce-overhead"],
+     "trainer.compile_mode=reduce-overhead captures CUDA graphs for static shapes: set "
+     "data.buckets (e.g. data.buckets=4)"),
+    (["data.buckets=-1"], "data.buckets must be 0 (off) or more and data.bucket_tokens at least "
+     "1, got -1 and 16"),
+    (["data.buckets=2", "data.train_shards=x"], "data.buckets pads manifest batches; shards "
+     "(data.train_shards) batch as they are read: use one or the other"),
+])
+def test_static_shape_settings_are_checked_before_anything_is_read(tmp_path, manifest, overrides,
+                                                                   message):
+    with pytest.raises(TrainingError) as caught:
+        Trainer(train_config(tmp_path, manifest, *FAST, *overrides))
+    assert str(caught.value) == message
+    assert not (tmp_path / "model").exists()

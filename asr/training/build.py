@@ -7,6 +7,7 @@ checkpoint, pretrained weights, or CMVN statistics learnt from the training set)
 that in which random numbers are drawn, so it is part of what makes runs reproducible.
 """
 
+import functools
 import logging
 import math
 import random
@@ -21,7 +22,15 @@ from torch.utils.data import DataLoader
 
 from asr.augment import AugmentConfig, Augmenter
 from asr.checkpoint import CHECKPOINT, TOKENIZER, build_model
-from asr.data import DurationBatchSampler, SpeechDataset, Utterance, collate, read_manifest
+from asr.data import (
+    DurationBatchSampler,
+    SpeechDataset,
+    StaticShapes,
+    Utterance,
+    bucket_batches,
+    collate,
+    read_manifest,
+)
 from asr.device import pick_device
 from asr.distributed import Distributed, distributed_device, init_distributed
 from asr.model import SpeechTransformer
@@ -69,7 +78,8 @@ class TrainingSetup:
         self.saved_at = time.monotonic()  # the last save of the training state
         self.state = self._start(pretrained)
         self.state.skipped_lines = self.faults.skipped_lines
-        self.train_model = wrap_model(self.model, self.dist, self.device, cfg.trainer.compile)
+        self.train_model = wrap_model(self.model, self.dist, self.device, cfg.trainer,
+                                      cfg.data.buckets)
         self.optimize = TrainStep(self.model, self.train_model, self.optimizer, self.scheduler,
                                   self.scaler, self.dist, self.device, cfg.trainer.precision,
                                   cfg.trainer.grad_clip, cfg.features.sample_rate)
@@ -146,7 +156,8 @@ def build_loader(cfg: DictConfig, utts: list[Utterance], tokenizer: Tokenizer,
     sampler = DurationBatchSampler([u.duration for u in utts], data.batch_size,
                                    data.max_duration, shuffle=shuffle, seed=cfg.seed,
                                    rank=dist.rank, world_size=dist.world_size,
-                                   sortagrad=shuffle and data.sortagrad, drop_last=shuffle)
+                                   sortagrad=shuffle and data.sortagrad, drop_last=shuffle,
+                                   buckets=data.buckets if shuffle else 0)
     augment = AugmentConfig.from_dict(data.get("augment"))
     augmenter = Augmenter(augment, sample_rate) if shuffle and augment.enabled else None
     pin = device.type == "cuda"
@@ -157,9 +168,24 @@ def build_loader(cfg: DictConfig, utts: list[Utterance], tokenizer: Tokenizer,
         return DataLoader(stream, batch_size=None, num_workers=data.num_workers,
                           pin_memory=pin, generator=generator)
     dataset = SpeechDataset(utts, tokenizer, sample_rate, augmenter)
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate,
+    batch = collate
+    if shuffle and data.buckets:
+        batch = functools.partial(collate, shapes=static_shapes(
+            [u.duration for u in utts], data.buckets, data.bucket_tokens, sample_rate, augment))
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=batch,
                       num_workers=data.num_workers, pin_memory=pin,
                       persistent_workers=data.num_workers > 0, generator=generator)
+
+
+def static_shapes(durations: list[float], buckets: int, token_multiple: int, sample_rate: int,
+                  augment: AugmentConfig) -> StaticShapes:
+    """The padded sizes of the training batches of `buckets` buckets: each bucket's longest
+    utterance as speed perturbation's slowest factor stretches it (the manifest's durations are
+    rounded: 10 ms more)."""
+    slowest = min(augment.speed.factors) if augment.enabled and augment.speed.enabled else 1.0
+    longest = bucket_batches(durations, buckets, 1, None)[1]
+    return StaticShapes(tuple(math.ceil((top / min(slowest, 1.0) + 0.01) * sample_rate)
+                              for top in longest), token_multiple)
 
 
 def cmvn_loader(cfg: DictConfig, utts: list[Utterance], tokenizer: Tokenizer) -> DataLoader:
@@ -183,16 +209,27 @@ def build_optimizer(cfg: DictConfig, model: SpeechTransformer, batches_per_epoch
 
 
 def wrap_model(model: SpeechTransformer, dist: Distributed, device: torch.device,
-               compile: bool) -> torch.nn.Module:
-    """What the training step calls: the model, in DDP across ranks, compiled on request.
+               trainer: DictConfig, buckets: int) -> torch.nn.Module:
+    """What the training step calls: the model, in DDP across ranks, its encoder and decoder
+    compiled in place on request (`trainer.compile`, in `trainer.compile_mode`).
+
+    The layers are compiled, not the whole step: each is one graph, while the front end
+    (torchaudio's spectrogram) and the CTC loss (an output shape that depends on the data) would
+    break it into ten. In place, the weights keep their names; scoring on dev runs eagerly
+    (`asr.training.validate`). Lengths vary: one graph for every shape, unless `buckets`
+    (data.buckets) make them static: a graph per shape, which reduce-overhead runs as a CUDA
+    graph.
 
     Buffers (the CMVN statistics) are the same on every rank and fixed during training,
     so DDP need not broadcast them before each forward."""
+    if trainer.compile:
+        if buckets:  # a graph per shape: a bucket's waveform length x a few token lengths
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
+                                                       4 * buckets)
+        for layers in (model.encoder, model.decoder):
+            layers.compile(dynamic=not buckets, options=inductor_options(trainer.compile_mode))
     if dist.enabled:
         model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None,
             broadcast_buffers=False)
-    if compile:
-        model = torch.compile(model, dynamic=True,  # lengths vary: one graph for all shapes
-                              options=inductor_options())
     return model

@@ -27,6 +27,19 @@ def check_options(cfg: DictConfig) -> None:
     if cfg.trainer.max_minutes is not None and not 0 < cfg.trainer.max_minutes < math.inf:
         raise TrainingError("trainer.max_minutes must be a finite positive number (or null: no "
                             f"budget), got {cfg.trainer.max_minutes}")
+    if cfg.trainer.compile_mode not in COMPILE_MODES:
+        raise TrainingError(f"trainer.compile_mode must be one of {', '.join(COMPILE_MODES)}, "
+                            f"got {cfg.trainer.compile_mode!r}")
+    if cfg.trainer.compile_mode == "reduce-overhead" and cfg.trainer.compile \
+            and not cfg.data.buckets:
+        raise TrainingError("trainer.compile_mode=reduce-overhead captures CUDA graphs for "
+                            "static shapes: set data.buckets (e.g. data.buckets=4)")
+    if cfg.data.buckets < 0 or cfg.data.bucket_tokens < 1:
+        raise TrainingError("data.buckets must be 0 (off) or more and data.bucket_tokens at "
+                            f"least 1, got {cfg.data.buckets} and {cfg.data.bucket_tokens}")
+    if cfg.data.buckets and cfg.data.train_shards:
+        raise TrainingError("data.buckets pads manifest batches; shards (data.train_shards) "
+                            "batch as they are read: use one or the other")
     if cfg.trainer.average_by not in ("last", "best"):
         raise TrainingError(f"trainer.average_by must be last or best, got "
                             f"{cfg.trainer.average_by!r}")
@@ -47,19 +60,24 @@ def check_options(cfg: DictConfig) -> None:
 REINDEXING = "loop_reindexing_after_fusion"
 
 
-def inductor_options() -> dict[str, bool]:
-    """What `torch.compile` is given for the training step: Inductor's loop reindexing off,
-    where this torch has the switch."""
-    import torch._inductor.config as inductor
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
-    return {REINDEXING: False} if hasattr(inductor, REINDEXING) else {}
+
+def inductor_options(mode: str = "default") -> dict[str, bool]:
+    """What `torch.compile` is given for the training step: the settings of `mode`
+    (trainer.compile_mode; torch takes a mode or options, not both), and Inductor's loop
+    reindexing off where this torch has the switch."""
+    import torch._inductor as inductor
+
+    options = dict(inductor.list_mode_options(mode))
+    return {**options, REINDEXING: False} if hasattr(inductor.config, REINDEXING) else options
 
 
 def check_compile(compile: bool, device: torch.device) -> None:
     """`trainer.compile=true` on a CUDA device whose torch cannot turn Inductor's loop
     reindexing off (`inductor_options`): refused before anything is read, since its code
     generation would fail on the training step after minutes of compiling."""
-    if compile and device.type == "cuda" and not inductor_options():
+    if compile and device.type == "cuda" and REINDEXING not in inductor_options():
         raise TrainingError("trainer.compile=true does not work on CUDA with this torch: "
                             f"its Inductor has no {REINDEXING} switch and its code generation "
                             "fails on the training step; train without it (trainer.compile=false)")

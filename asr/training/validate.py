@@ -13,10 +13,12 @@ from asr.training.options import autocast
 
 
 @torch.no_grad()
+@torch.compiler.set_stance("force_eager")  # compiled layers (trainer.compile) are for training
 def validate(model: SpeechTransformer, tokenizer: Tokenizer, batches: Iterable[dict],
              device: torch.device, precision: str, dist: Distributed) -> dict[str, float]:
     """Dev loss (no augmentation, no dropout) and greedy-decoding dev WER of this rank's
-    share of the dev `batches`, combined with every other rank's."""
+    share of the dev `batches`, combined with every other rank's, computed eagerly: a compiled
+    layer would compile again for every dev shape and decoding step."""
     model.eval()
     loss_sum, count, pairs = 0.0, 0, []
     greedy = DecodingTask(model, DecodingOptions(beam_size=1))
