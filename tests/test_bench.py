@@ -61,6 +61,20 @@ def test_training_contenders_have_equal_size(tmp_path):
     assert "| front end (features) |" in stdout and "| fused |" in stdout
 
 
+def test_compiled_bench_takes_the_same_steps_on_static_shapes(tmp_path):
+    """benchmarks.compiled at toy size, traced without Inductor's code generation: one batch
+    per bucket at its static shape, both steps from the same weights to the same losses."""
+    stdout, result = bench(tmp_path, "compiled", "--buckets", "2", "--batch-size", "3",
+                           "--pool", "8", "--backend", "aot_eager", "model=tiny")
+    shapes = result["shapes"]
+    assert len(shapes) == 2 and [s[0] for s in shapes] == [3, 3]
+    assert shapes[0][1] < shapes[1][1] and all(s[2] % 16 == 0 for s in shapes)
+    eager, compiled = (result["models"][name]["losses"] for name in
+                       ("eager", "compiled (encoder and decoder)"))
+    assert len(eager) == len(compiled) == 2 and eager == pytest.approx(compiled, rel=1e-3)
+    assert result["compiled_speedup"] > 0 and "compiled / eager: " in stdout
+
+
 def test_launches_counts_every_contenders_ops_per_step(tmp_path):
     """The GPU race's host-bound proxy: s2t_s's depth at d_model 16 in CPU bf16 autocast.
     Ours runs one GEMM per linear layer: 92 with a bias (12 encoder layers x 4, 6 decoder
