@@ -14,6 +14,7 @@ from asr.transcriber import Transcriber
 from helpers import train_config
 from recipes.base import prepare, ship
 from recipes.common import kokoro
+from recipes.common.voices import Voice
 
 VOICES = "kokoro:af_heart,kokoro:am_adam,espeak-ng:en-us+m3"
 TOY = ["--hours", "0.004", "--real-root", "none", "--voices", VOICES, "--jobs", "1"]
@@ -84,3 +85,17 @@ def test_shipped_names_resolve_to_the_package_and_paths_stay_paths():
     assert model_path(Path("base")) == Path("base")
     assert model_path("exp/base") == Path("exp/base")
 
+
+
+def test_voices_are_chosen_by_name_or_by_engine(capsys):
+    voices = [Voice("kokoro", "af_heart"), Voice("kokoro", "bm_george"), Voice("flite", "awb"),
+              Voice("espeak-ng", "m3", "en-us")]
+    assert prepare.chosen_voices(voices, None) == voices
+    assert prepare.chosen_voices(voices, {"kokoro:*", "espeak-ng:en-us+m3"}) == sorted(
+        [voices[0], voices[1], voices[3]])
+    assert prepare.chosen_voices(voices, {"flite:awb"}) == [voices[2]]
+    for names, missing in (({"festival:*"}, "festival:*"), ({"kokoro:af_sky", "kokoro:*"},
+                                                              "kokoro:af_sky")):
+        with pytest.raises(SystemExit) as caught:
+            prepare.chosen_voices(voices, names)
+        assert str(caught.value) == f"error: --voices: no such voice here: {missing}"

@@ -105,13 +105,18 @@ def plan(text: dict[str, list[Line]], voices: dict[str, list[Voice]], hours: flo
 
 
 def chosen_voices(voices: list[Voice], names: set[str] | None) -> list[Voice]:
-    """The voices `--voices` names (all when None); a name that is not there is an error."""
+    """The voices `--voices` names (all when None), ENGINE:* for all of an engine's; a name
+    that is not there is an error."""
     if names is None:
         return voices
     found = {f"{voice.engine}:{voice.name}": voice for voice in voices}
-    if missing := sorted(names - found.keys()):
+    engines = {name.removesuffix(":*") for name in names if name.endswith(":*")}
+    named = names - {f"{engine}:*" for engine in engines}
+    missing = sorted(named - found.keys()) + sorted(
+        f"{engine}:*" for engine in engines if not any(v.engine == engine for v in voices))
+    if missing:
         sys.exit(f"error: --voices: no such voice here: {', '.join(missing)}")
-    return [found[name] for name in sorted(names)]
+    return sorted({found[name] for name in named} | {v for v in voices if v.engine in engines})
 
 
 def voices_per_split(voices: list[Voice]) -> dict[str, list[Voice]]:
@@ -211,7 +216,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="leave out Kokoro's voices even when tools/setup_kokoro.sh set them up")
     parser.add_argument("--voices", type=lambda text: set(text.split(",")),
                         help="only these voices, as ENGINE:NAME,... (e.g. kokoro:af_heart,"
-                             "espeak-ng:en-us+m3); a split left with none hears the training voices")
+                             "espeak-ng:en-us+m3) or ENGINE:* (e.g. kokoro:*: all of Kokoro's); "
+                             "a split left with none hears the training voices")
     return parser.parse_args(argv)
 
 
