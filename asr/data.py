@@ -284,18 +284,22 @@ def _make_batches(durations: list[float], batch_size: int,
     return batches
 
 
-def bucket_batches(durations: list[float], buckets: int, batch_size: int,
-                   max_duration: float | None) -> tuple[list[list[int]], list[float]]:
-    """Batches of `buckets` duration buckets of (nearly) equal counts, and each bucket's
-    longest duration. A bucket's batches all hold the same number of utterances: `batch_size`,
-    or fewer where `max_duration` / its longest duration allows fewer (at least one); its last
-    batch is filled up with the bucket's shortest utterances, so a few are heard twice an epoch.
-    """
+def duration_buckets(durations: list[float], buckets: int) -> list[list[int]]:
+    """Utterance indices in `buckets` buckets of (nearly) equal counts, each in increasing
+    duration, shortest bucket first."""
     order = sorted(range(len(durations)), key=durations.__getitem__)
     count = min(buckets, len(order))
-    parts = [order[len(order) * k // count:len(order) * (k + 1) // count] for k in range(count)]
+    return [order[len(order) * k // count:len(order) * (k + 1) // count] for k in range(count)]
+
+
+def bucket_batches(durations: list[float], buckets: int, batch_size: int,
+                   max_duration: float | None) -> tuple[list[list[int]], list[float]]:
+    """Batches of the `duration_buckets`, and each bucket's longest duration. A bucket's
+    batches all hold the same number of utterances: `batch_size`, or fewer where
+    `max_duration` / its longest duration allows fewer (at least one); its last batch is filled
+    up with the bucket's shortest utterances, so a few are heard twice an epoch."""
     batches, longest = [], []
-    for part in parts:
+    for part in duration_buckets(durations, buckets):
         top = durations[part[-1]]
         size = batch_size if max_duration is None else \
             max(1, min(batch_size, math.floor(max_duration / max(top, 1e-9))))

@@ -27,8 +27,8 @@ from asr.data import (
     SpeechDataset,
     StaticShapes,
     Utterance,
-    bucket_batches,
     collate,
+    duration_buckets,
     read_manifest,
 )
 from asr.device import pick_device
@@ -183,7 +183,7 @@ def static_shapes(durations: list[float], buckets: int, token_multiple: int, sam
     utterance as speed perturbation's slowest factor stretches it (the manifest's durations are
     rounded: 10 ms more)."""
     slowest = min(augment.speed.factors) if augment.enabled and augment.speed.enabled else 1.0
-    longest = bucket_batches(durations, buckets, 1, None)[1]
+    longest = [durations[part[-1]] for part in duration_buckets(durations, buckets)]
     return StaticShapes(tuple(math.ceil((top / min(slowest, 1.0) + 0.01) * sample_rate)
                               for top in longest), token_multiple)
 
