@@ -190,6 +190,14 @@ class StaticShapes:
     samples: tuple[int, ...]
     token_multiple: int = 16
 
+    @classmethod
+    def of_buckets(cls, durations: list[float], buckets: int, sample_rate: int,
+                   token_multiple: int, stretch: float = 1.0) -> "StaticShapes":
+        """The shapes of `duration_buckets`: each bucket's longest utterance, `stretch` times
+        longer (speed perturbation's slowest factor), and 10 ms more (manifests round)."""
+        return cls(tuple(math.ceil((durations[part[-1]] * stretch + 0.01) * sample_rate)
+                         for part in duration_buckets(durations, buckets)), token_multiple)
+
     def wave_length(self, longest: int) -> int:
         fits = [n for n in self.samples if n >= longest]
         return min(fits) if fits else math.ceil(longest / self.samples[-1]) * self.samples[-1]

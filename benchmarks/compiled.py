@@ -6,7 +6,7 @@ batches.
     python -m benchmarks.compiled --buckets 2 --batch-size 4 model=tiny     # a quick look
 
 Real words (Speech Commands) and read sentences (cathy) are cut into `--buckets` duration
-buckets (`asr.data.bucket_batches`) and padded to their static shapes (`StaticShapes`); a round
+buckets (`asr.data.duration_buckets`) and padded to their static shapes (`StaticShapes`); a round
 steps once through one batch of each bucket. Both contenders start from the same weights and
 take the same steps (forward, loss, backward, clipping, Adam). The compiled one's first round
 compiles a graph per shape and is timed apart; then the two alternate round by round and the
@@ -21,7 +21,7 @@ import time
 import torch
 
 from asr.audio import load_audio
-from asr.data import StaticShapes, bucket_batches, collate
+from asr.data import StaticShapes, collate, duration_buckets
 from asr.model import ModelDimensions
 from asr.tokenizer import Tokenizer
 from asr.training.options import COMPILE_MODES, inductor_options
@@ -45,20 +45,14 @@ EAGER, COMPILED = "eager", "compiled (encoder and decoder)"
 
 def bucketed(pool: list, buckets: int, batch_size: int, tokenizer: Tokenizer, sample_rate: int,
              token_multiple: int) -> list[Batch]:
-    """One batch of each duration bucket of `pool`, padded to the bucket's static shape."""
+    """One batch of each duration bucket of `pool` (its shortest utterances), padded to the
+    bucket's static shape."""
     durations = [duration(path) for path, _ in pool]
-    batches, longest = bucket_batches(durations, buckets, batch_size, None)
-    shapes = StaticShapes(tuple(math.ceil((top + 0.01) * sample_rate) for top in longest),
-                          token_multiple)
-    firsts, seen = [], set()
-    for batch in batches:
-        top = next(k for k, t in enumerate(longest) if max(durations[i] for i in batch) <= t)
-        if top not in seen:
-            seen.add(top)
-            firsts.append(collate([(load_audio(pool[i][0], sample_rate),
-                                    torch.tensor(tokenizer.encode(pool[i][1]))) for i in batch],
-                                  shapes))
-    return [{k: v for k, v in b.items() if k != "bad"} for b in firsts]
+    shapes = StaticShapes.of_buckets(durations, buckets, sample_rate, token_multiple)
+    batches = [collate([(load_audio(pool[i][0], sample_rate),
+                         torch.tensor(tokenizer.encode(pool[i][1]))) for i in part[:batch_size]],
+                       shapes) for part in duration_buckets(durations, buckets)]
+    return [{k: v for k, v in b.items() if k != "bad"} for b in batches]
 
 
 def compiled_copy(model: torch.nn.Module, mode: str, backend: str) -> torch.nn.Module:

@@ -28,7 +28,6 @@ from asr.data import (
     StaticShapes,
     Utterance,
     collate,
-    duration_buckets,
     read_manifest,
 )
 from asr.device import pick_device
@@ -153,7 +152,8 @@ def build_loader(cfg: DictConfig, utts: list[Utterance], tokenizer: Tokenizer,
     """Batches of `utts`, this rank's share; the shuffled (training) ones augmented as
     `data.augment` says and, with `data.sortagrad`, in increasing length in epoch 1."""
     data, sample_rate = cfg.data, cfg.features.sample_rate
-    sampler = DurationBatchSampler([u.duration for u in utts], data.batch_size,
+    durations = [u.duration for u in utts]
+    sampler = DurationBatchSampler(durations, data.batch_size,
                                    data.max_duration, shuffle=shuffle, seed=cfg.seed,
                                    rank=dist.rank, world_size=dist.world_size,
                                    sortagrad=shuffle and data.sortagrad, drop_last=shuffle,
@@ -171,7 +171,7 @@ def build_loader(cfg: DictConfig, utts: list[Utterance], tokenizer: Tokenizer,
     batch = collate
     if shuffle and data.buckets:
         batch = functools.partial(collate, shapes=static_shapes(
-            [u.duration for u in utts], data.buckets, data.bucket_tokens, sample_rate, augment))
+            durations, data.buckets, data.bucket_tokens, sample_rate, augment))
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=batch,
                       num_workers=data.num_workers, pin_memory=pin,
                       persistent_workers=data.num_workers > 0, generator=generator)
@@ -180,12 +180,10 @@ def build_loader(cfg: DictConfig, utts: list[Utterance], tokenizer: Tokenizer,
 def static_shapes(durations: list[float], buckets: int, token_multiple: int, sample_rate: int,
                   augment: AugmentConfig) -> StaticShapes:
     """The padded sizes of the training batches of `buckets` buckets: each bucket's longest
-    utterance as speed perturbation's slowest factor stretches it (the manifest's durations are
-    rounded: 10 ms more)."""
+    utterance as speed perturbation's slowest factor stretches it."""
     slowest = min(augment.speed.factors) if augment.enabled and augment.speed.enabled else 1.0
-    longest = [durations[part[-1]] for part in duration_buckets(durations, buckets)]
-    return StaticShapes(tuple(math.ceil((top / min(slowest, 1.0) + 0.01) * sample_rate)
-                              for top in longest), token_multiple)
+    return StaticShapes.of_buckets(durations, buckets, sample_rate, token_multiple,
+                                   stretch=1 / min(slowest, 1.0))
 
 
 def cmvn_loader(cfg: DictConfig, utts: list[Utterance], tokenizer: Tokenizer) -> DataLoader:
