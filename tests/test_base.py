@@ -5,7 +5,9 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 import torch
 
 from asr.checkpoint import WEIGHTS
@@ -103,3 +105,28 @@ def test_voices_are_chosen_by_name_or_by_engine(capsys):
         with pytest.raises(SystemExit) as caught:
             prepare.chosen_voices(voices, names)
         assert str(caught.value) == f"error: --voices: no such voice here: {missing}"
+
+
+def test_hours_heard_follow_averaged_weights_and_the_runs_they_started_from(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    sf.write(corpus / "a.wav", np.zeros(1600, dtype=np.float32), 16000)
+    (corpus / "train.jsonl").write_text(
+        json.dumps({"audio_filepath": "a.wav", "duration": 1800.0, "text": "yes"}) + "\n")
+
+    def run(name: str, epochs: int, init_from: str | None) -> Path:
+        out = tmp_path / name
+        (out / "averaged").mkdir(parents=True)
+        config = f"data:\n  root: {corpus}\ntrainer:\n  init_from: {init_from or 'null'}\n"
+        for folder in (out, out / "averaged"):
+            (folder / "config.yaml").write_text(config)
+        history = [{"epoch": e + 1, "step": 10 * (e + 1)} for e in range(epochs)]
+        (out / "metrics.json").write_text(json.dumps({"epochs": history}))
+        (out / "averaged" / "metrics.json").write_text(json.dumps({"averaged_epochs": [epochs]}))
+        return out
+
+    first = run("first", 4, None)
+    second = run("second", 3, str(first / "averaged"))
+    heard = ship.trained_for(second / "averaged", corpus, tmp_path / "none.json")
+    assert heard == {"epochs": 3, "steps": 30, "corpus_train_hours": 0.5,
+                     "audio_hours_heard": 1.5, "total_audio_hours_heard": 3.5}

@@ -47,22 +47,36 @@ def half_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def trained_for(model_dir: Path, corpus: Path, earlier: Path) -> dict:
-    """Steps, epochs and hours of audio heard, from the run's metrics and its corpus, added to
-    what the shipped model it replaces (`earlier`) had heard when the run started from it
-    (trainer.init_from=base); a run from scratch counts its own hours alone."""
+    """Steps, epochs and hours of audio heard, from the run's metrics (an averaged model's: its
+    run's) and its corpus, added to what the weights it started from had heard: the shipped
+    model it replaces (`earlier`) for trainer.init_from=base, or another run's model directory."""
     metrics = json.loads((model_dir / METRICS).read_text())
+    if "averaged_epochs" in metrics and (model_dir.parent / METRICS).is_file():
+        metrics = json.loads((model_dir.parent / METRICS).read_text())
     epochs = metrics.get("epochs", [])
     train_hours = sum(u.duration for u in iter_manifest(corpus / "train.jsonl")) / 3600
     steps = epochs[-1].get("step") if epochs else None
     heard = {"epochs": len(epochs), "steps": steps, "corpus_train_hours": round(train_hours, 2),
              "audio_hours_heard": round(len(epochs) * train_hours, 1)}
     started = OmegaConf.load(model_dir / CONFIG).get("trainer", {}).get("init_from")
-    if earlier.is_file() and started == "base":
-        before = json.loads(earlier.read_text()).get("total_audio_hours_heard", 0.0)
-        heard["total_audio_hours_heard"] = round(before + heard["audio_hours_heard"], 1)
-    else:
-        heard["total_audio_hours_heard"] = heard["audio_hours_heard"]
+    heard["total_audio_hours_heard"] = round(heard_before(started, earlier)
+                                             + heard["audio_hours_heard"], 1)
     return heard
+
+
+def heard_before(started: str | None, earlier: Path) -> float:
+    """Hours of audio the weights a run started from (its trainer.init_from) had heard: 0 from
+    scratch or where that is no longer known."""
+    if started == "base":
+        return json.loads(earlier.read_text()).get("total_audio_hours_heard", 0.0) \
+            if earlier.is_file() else 0.0
+    source = Path(started) if started else None
+    if source is None or not (source / METRICS).is_file() or not (source / CONFIG).is_file():
+        return 0.0
+    root = OmegaConf.load(source / CONFIG).get("data", {}).get("root")
+    if not root or not (Path(root) / "train.jsonl").is_file():
+        return 0.0
+    return trained_for(source, Path(root), earlier)["total_audio_hours_heard"]
 
 
 def same_transcripts(fp32: Path, fp16: Path, corpus: Path) -> tuple[int, int]:
