@@ -43,7 +43,7 @@ class DecodingOptions:
     length_penalty: float = 1.0  # a finished hypothesis scores log P / length ** length_penalty
     max_len_ratio: float = 1.0  # at most this many tokens per encoder frame
     ctc_weight: float = 0.0  # joint decoding: (1 - w) log P_att + w log P_ctc (needs a CTC head)
-    pre_beam_ratio: float = 1.5  # CTC scores only the ceil(ratio * beam) best tokens per hypothesis
+    pre_beam_ratio: float = 1.5  # CTC scores the ceil(ratio * beam) best next tokens (grammar: all)
     max_repeats: int = 3  # a token sequence may occur at most this often back to back (0: no limit)
     kv_cache: bool = True  # reuse keys/values between steps (False: recompute, for reference)
     ctc_no_speech: bool = True  # an utterance whose CTC best path is empty (all blank) is silent
@@ -156,12 +156,23 @@ class Scorer:
             ends = at_limit & (log_probs[:, EOS_ID] > -math.inf)
         log_probs[at_limit] = -math.inf
         log_probs[ends, EOS_ID] = 0.0
-        top, candidates = log_probs.topk(self.pre_beam, dim=-1)
+        top, candidates = log_probs.topk(self.width(log_probs), dim=-1)
         att = att_scores[:, None] + top
         if self.ctc is None:
             return candidates, att, att
         ctc = self.ctc.score(candidates)
         return candidates, att, (1 - self.ctc_weight) * att + self.ctc_weight * ctc
+
+    def width(self, log_probs: Tensor) -> int:
+        """How many next tokens per hypothesis the joint score sees: the `pre_beam` best by
+        attention, and inside a grammar every token it allows (few at any point of a
+        sentence). The attention decoder is a language model of its training sentences: ranked
+        by it alone, a slot value it rarely saw ("ristretto") falls out of a pre-beam before
+        the CTC head, which hears the audio, could score it."""
+        if not self.in_grammar or self.ctc is None:
+            return self.pre_beam
+        allowed = int((log_probs > -math.inf).sum(-1).max())
+        return max(self.pre_beam, min(allowed, log_probs.shape[-1]))
 
     def select(self, rows: Tensor, choice: Tensor, reordered: bool = True) -> None:
         """Keep hypothesis rows[i] extended by its candidate choice[i], for every i

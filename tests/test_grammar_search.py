@@ -422,6 +422,36 @@ def test_constrained_search_writes_only_grammar_sentences(tiny_model, search):
         DecodingTask(model, DecodingOptions(mode="ctc_greedy"), tokenizer, grammar)
 
 
+@pytest.mark.parametrize("grammar", [True, False])
+def test_ctc_scores_every_token_a_grammar_allows(tiny_model, grammar):
+    """Greedy joint search (a pre-beam of 2 tokens by attention): inside a grammar the CTC
+    head scores every token the grammar allows next, each with a finite joint score, so the
+    attention decoder's prior cannot drop a word the audio says before CTC hears it; free
+    search keeps its pre-beam."""
+    from asr.decoding import DecodingOptions, DecodingTask
+    from asr.search import Scorer
+    from asr.tokenizer import BOS_ID
+
+    model, tokenizer, wave, lengths = loaded(tiny_model)
+    task = DecodingTask(model, DecodingOptions(ctc_weight=0.5), tokenizer,
+                        Grammar.from_yaml(SEARCH_GRAMMAR) if grammar else None)
+    memory, memory_lengths = task.encode(wave, lengths)
+    scorer = Scorer(task, memory, memory_lengths, task.ctc_logits(memory), group=1)
+    bos = torch.full((len(wave), 1), BOS_ID)
+    candidates, _, joint = scorer.candidates(bos, torch.zeros(len(wave), dtype=torch.bool),
+                                             torch.zeros(len(wave)))
+    if not grammar:
+        assert candidates.shape[1] == scorer.pre_beam == 2
+        return
+    starts = [WORD_START + word for word in ("go", "stop", "left", "yes", "one", "four", "seven",
+                                            "nine")]
+    allowed = {i for i, piece in enumerate(tokenizer.pieces)
+               if piece.startswith(WORD_START) and any(w.startswith(piece) for w in starts)}
+    assert len(allowed) > 2
+    for row, scores in zip(candidates.tolist(), joint, strict=True):
+        assert {t for t, score in zip(row, scores, strict=True) if score > -math.inf} == allowed
+
+
 def test_a_grammar_holding_the_free_transcripts_changes_nothing(tiny_model, tmp_path):
     """Greedy search inside a grammar whose sentences include the free greedy transcripts
     (and others) writes exactly the free tokens: every token it would choose is allowed."""
