@@ -38,6 +38,9 @@ def corpus(tmp_path_factory) -> Path:
 @needs_kokoro
 def test_prepare_speaks_held_out_text_in_kokoro_and_espeak_voices(corpus):
     train, test = rows(corpus / "train.jsonl"), rows(corpus / "test.jsonl")
+    noise = [r for r in train if r.get("kind") == "noise"]
+    assert noise == rows(corpus / "noise.jsonl") and {r["text"] for r in noise} == {""}
+    train = [r for r in train if r not in noise]
     assert {r["engine"] for r in train} == {"kokoro", "espeak-ng"}
     spoken = {r["voice"] for r in train if r["engine"] == "espeak-ng"}
     assert spoken == {"en-us+m3"}
@@ -55,8 +58,8 @@ def test_prepare_speaks_held_out_text_in_kokoro_and_espeak_voices(corpus):
 def test_a_second_prepare_synthesises_nothing(corpus, tmp_path, capsys):
     prepare.main(["--out", str(tmp_path / "again"), *TOY])
     summary = capsys.readouterr().out
-    count = len(rows(corpus / "train.jsonl")) + len(rows(corpus / "dev.jsonl")) \
-        + len(rows(corpus / "test.jsonl"))
+    count = sum(1 for split in ("train", "dev", "test") for r in rows(corpus / f"{split}.jsonl")
+                if r.get("kind") != "noise")
     assert f"0 utterances synthesised, {count} from the cache" in summary
     assert rows(tmp_path / "again" / "train.jsonl") == rows(corpus / "train.jsonl")
 
@@ -130,3 +133,29 @@ def test_hours_heard_follow_averaged_weights_and_the_runs_they_started_from(tmp_
     heard = ship.trained_for(second / "averaged", corpus, tmp_path / "none.json")
     assert heard == {"epochs": 3, "steps": 30, "corpus_train_hours": 0.5,
                      "audio_hours_heard": 1.5, "total_audio_hours_heard": 3.5}
+
+
+def test_merge_joins_synthetic_speech_and_keeps_people_and_noise_once(tmp_path, capsys):
+    from recipes.base import merge
+
+    def corpus(name: str, synthetic: str) -> Path:
+        out = tmp_path / name
+        out.mkdir()
+        (out / ".done").write_text("{}\n")
+        lines = [{"audio_filepath": f"wavs/train/{synthetic}.wav", "text": synthetic,
+                  "duration": 1.0, "engine": "kokoro"},
+                 {"audio_filepath": "/data/sc/yes_1.wav", "text": "yes", "duration": 1.0,
+                  "engine": "real", "kind": "command"},
+                 {"audio_filepath": "wavs/noise/white_0.wav", "text": "", "duration": 2.0,
+                  "kind": "noise"}]
+        (out / "train.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return out
+
+    first, second = corpus("first", "turn it on"), corpus("second", "turn it off")
+    merge.main([str(first), str(second), "--out", str(tmp_path / "all")])
+    joined = rows(tmp_path / "all" / "train.jsonl")
+    assert [(r["text"], r["audio_filepath"]) for r in joined] == [
+        ("turn it on", str(first / "wavs/train/turn it on.wav")), ("yes", "/data/sc/yes_1.wav"),
+        ("", str(first / "wavs/noise/white_0.wav")),
+        ("turn it off", str(second / "wavs/train/turn it off.wav"))]
+    assert capsys.readouterr().out == f"{tmp_path / 'all'}: 4 training utterances, 0.00 h, from 2 corpora\n"

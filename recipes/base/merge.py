@@ -5,8 +5,8 @@ synthetic speech without making again what the cache and the first corpus alread
     python -m recipes.base.prepare --out data/base_s1 --seed 1     # other sentences and voices
     python -m recipes.base.merge data/base data/base_s1 --out data/base_all
 
-OUT/train.jsonl holds every corpus's synthetic training speech and the real people once (they
-are the same people in every corpus); dev, the tests, noise and babble are the first corpus's,
+OUT/train.jsonl holds every corpus's synthetic training speech, and the real people and the
+noise clips once (they are the same in every corpus); dev, the tests, noise and babble are the first corpus's,
 so scores stay comparable with models trained on it alone. Sentences are held out by a hash of
 their text, not by the seed, so no test sentence of any corpus is trained on; a word that one
 seed's word lines hold out may be heard inside another seed's training sentences (the synthetic
@@ -41,7 +41,8 @@ def merged(corpora: list[Path]) -> dict[str, list[dict]]:
     """The joined manifests by name."""
     train = rows(corpora[0] / "train.jsonl")
     for corpus in corpora[1:]:
-        train += [row for row in rows(corpus / "train.jsonl") if row.get("engine") != "real"]
+        train += [row for row in rows(corpus / "train.jsonl")
+                  if row.get("engine") != "real" and row.get("kind") != "noise"]
     out = {"train": train}
     for name in SHARED:
         if (corpora[0] / f"{name}.jsonl").is_file():

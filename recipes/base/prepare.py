@@ -23,6 +23,10 @@ the test manifests by kind of speech:
 - `test_read.jsonl`: cathy reading held-out book prompts;
 - `test_phone.jsonl`: people on telephone lines (WUW Corpus II), wake words and free sentences.
 
+Noise with no voice in it (Speech Commands' background clips, coloured noise) trains and is
+scored with the empty transcript, so that the model learns to write nothing where nobody speaks
+rather than invent a word; those clips are also the training-time noise mixed under speech.
+
 Writes OUT/wavs/{split}/*.wav, OUT/{train,dev}.jsonl and the test manifests above, OUT/noise.jsonl
 and OUT/babble.jsonl (training-time noise and other voices), OUT/sample.wav + sample.txt and
 OUT/.done (the settings the corpus was made with: a run with the same settings does nothing).
@@ -57,6 +61,9 @@ REAL_TESTS = {"speech_commands": "test_words", "fsdd": "test_words", "cathy": "t
               "wuw": "test_phone"}
 # Dev is scored after every epoch: this many real recordings beside the synthetic ones.
 DEV_REAL = 300
+# Bumped when the manifests a corpus is written into change: an older corpus is written again
+# (from the synthesis cache).
+LAYOUT = 2
 
 
 def family(source: str) -> str:
@@ -160,17 +167,17 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]]) ->
     synthetic = {split: [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
                  for split in SPLITS}
     people = [r for r in real["train"] if r["kind"] != "noise"]
+    noise = [r for r in real["train"] if r["kind"] == "noise"] + coloured_noise_clips(out)
     dev_real = real["dev"]
     if len(dev_real) > DEV_REAL:
         dev_real = sorted(random.Random(0).sample(dev_real, DEV_REAL),
                           key=lambda r: r["audio_filepath"])
-    write("train", synthetic["train"] + people)
-    write("dev", synthetic["dev"] + [r for r in dev_real if r["kind"] != "noise"])
+    write("train", synthetic["train"] + people + noise)
+    write("dev", synthetic["dev"] + dev_real)
     write("test", synthetic["test"])
     for name in sorted(set(REAL_TESTS.values())):
         write(name, [r for r in real["test"] if r["kind"] != "noise"
                      and REAL_TESTS[r["source"]] == name])
-    noise = [r for r in real["train"] if r["kind"] == "noise"] + coloured_noise_clips(out)
     write("noise", noise)
     write("babble", people)
     clear = [r for r in synthetic["test"] if " " in r["text"] and (r["snr_db"] or 99) >= 20]
@@ -185,7 +192,7 @@ def settings(args: argparse.Namespace, voices: list[Voice], text: dict[str, list
     """What the corpus depends on (not --jobs): a change means it must be made again."""
     digest = hashlib.sha256("\n".join(f"{split}\t{line.source}\t{line.text}" for split in SPLITS
                                       for line in text[split]).encode()).hexdigest()[:16]
-    return {"hours": args.hours, "seed": args.seed, "sample_rate": args.sample_rate,
+    return {"layout": LAYOUT, "hours": args.hours, "seed": args.seed, "sample_rate": args.sample_rate,
             "text": digest, "real": {split: len(rows) for split, rows in real.items()},
             "voices": [f"{voice.engine}:{voice.name}" for voice in voices]}
 
