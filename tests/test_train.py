@@ -262,6 +262,12 @@ def test_the_forecast_names_what_ends_the_run(caplog, max_steps, ends):
     assert caplog.messages[-1].endswith(f"(in {left / 60:.1f} min), {ends}")
 
 
+def hear_ctrl_c() -> None:
+    """The child's SIGINT as in a terminal: a suite started in the background (`&`) passes
+    SIGINT on ignored, and Python then keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_ends_training_in_one_line_with_status_130(tmp_path):
     """SIGINT mid-run: no traceback, a line that says how to continue, the shell's status 130."""
     entries = small_real_set()
@@ -271,7 +277,8 @@ def test_ctrl_c_ends_training_in_one_line_with_status_130(tmp_path):
                             f"data.dev_manifest={train}", f"trainer.out_dir={out}", "model=tiny",
                             "tokenizer.vocab_size=30", "trainer.progress=false",
                             "trainer.num_threads=1", "data.batch_size=2", "trainer.max_epochs=1000"],
-                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=hear_ctrl_c)
     deadline = time.monotonic() + 120
     while not (out / CHECKPOINT).is_file() and time.monotonic() < deadline:  # training has started
         time.sleep(0.2)
