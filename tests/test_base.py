@@ -158,4 +158,5 @@ def test_merge_joins_synthetic_speech_and_keeps_people_and_noise_once(tmp_path, 
         ("turn it on", str(first / "wavs/train/turn it on.wav")), ("yes", "/data/sc/yes_1.wav"),
         ("", str(first / "wavs/noise/white_0.wav")),
         ("turn it off", str(second / "wavs/train/turn it off.wav"))]
-    assert capsys.readouterr().out == f"{tmp_path / 'all'}: 4 training utterances, 0.00 h, from 2 corpora\n"
+    summary = f"{tmp_path / 'all'}: 4 training utterances, 0.00 h, from 2 corpora\n"
+    assert capsys.readouterr().out == summary

@@ -6,8 +6,8 @@ synthetic speech without making again what the cache and the first corpus alread
     python -m recipes.base.merge data/base data/base_s1 --out data/base_all
 
 OUT/train.jsonl holds every corpus's synthetic training speech, and the real people and the
-noise clips once (they are the same in every corpus); dev, the tests, noise and babble are the first corpus's,
-so scores stay comparable with models trained on it alone. Sentences are held out by a hash of
+noise clips once (they are the same in every corpus); dev, the tests, noise and babble are the
+first corpus's, so scores stay comparable with models trained on it alone. Sentences are held out by a hash of
 their text, not by the seed, so no test sentence of any corpus is trained on; a word that one
 seed's word lines hold out may be heard inside another seed's training sentences (the synthetic
 test, not the people's, may then be a little easier). Audio paths are written absolute: the

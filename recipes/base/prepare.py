@@ -192,8 +192,9 @@ def settings(args: argparse.Namespace, voices: list[Voice], text: dict[str, list
     """What the corpus depends on (not --jobs): a change means it must be made again."""
     digest = hashlib.sha256("\n".join(f"{split}\t{line.source}\t{line.text}" for split in SPLITS
                                       for line in text[split]).encode()).hexdigest()[:16]
-    return {"layout": LAYOUT, "hours": args.hours, "seed": args.seed, "sample_rate": args.sample_rate,
-            "text": digest, "real": {split: len(rows) for split, rows in real.items()},
+    return {"layout": LAYOUT, "hours": args.hours, "seed": args.seed,
+            "sample_rate": args.sample_rate, "text": digest,
+            "real": {split: len(rows) for split, rows in real.items()},
             "voices": [f"{voice.engine}:{voice.name}" for voice in voices]}
 
 
