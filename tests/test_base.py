@@ -110,7 +110,7 @@ def test_voices_are_chosen_by_name_or_by_engine(capsys):
         assert str(caught.value) == f"error: --voices: no such voice here: {missing}"
 
 
-def test_hours_heard_follow_averaged_weights_and_the_runs_they_started_from(tmp_path):
+def test_hours_heard_follow_averaged_weights_runs_and_shipped_weights_they_started_from(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     sf.write(corpus / "a.wav", np.zeros(1600, dtype=np.float32), 16000)
@@ -130,9 +130,18 @@ def test_hours_heard_follow_averaged_weights_and_the_runs_they_started_from(tmp_
 
     first = run("first", 4, None)
     second = run("second", 3, str(first / "averaged"))
-    heard = ship.trained_for(second / "averaged", corpus, tmp_path / "none.json")
+    heard = ship.trained_for(second / "averaged", corpus)
     assert heard == {"epochs": 3, "steps": 30, "corpus_train_hours": 0.5,
                      "audio_hours_heard": 1.5, "total_audio_hours_heard": 3.5}
+    shipped = tmp_path / "shipped"  # a shipped form (recipes/base/latest) counts its TRAINING.json
+    shipped.mkdir()
+    (shipped / "TRAINING.json").write_text(json.dumps({"total_audio_hours_heard": 250.0}))
+    third = run("third", 2, str(shipped))
+    assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
+    (shipped / "TRAINING.json").write_text("{}")
+    with pytest.raises(SystemExit) as caught:
+        ship.trained_for(third / "averaged", corpus)
+    assert str(caught.value).startswith(f"error: {shipped / 'TRAINING.json'}: no hours heard in it")
 
 
 def test_merge_joins_synthetic_speech_and_keeps_people_and_noise_once(tmp_path, capsys):
@@ -160,3 +169,23 @@ def test_merge_joins_synthetic_speech_and_keeps_people_and_noise_once(tmp_path, 
         ("turn it off", str(second / "wavs/train/turn it off.wav"))]
     summary = f"{tmp_path / 'all'}: 4 training utterances, 0.00 h, from 2 corpora\n"
     assert capsys.readouterr().out == summary
+
+
+def test_summary_reads_the_score_reports_as_one_line_per_target(tmp_path):
+    from recipes.base import summary
+
+    (tmp_path / "commands.json").write_text(json.dumps({"command_acceptance": 0.8252,
+                                                        "commands": 978}))
+    (tmp_path / "other_speech.json").write_text(json.dumps({"false_acceptance": 0.0084,
+                                                            "non_commands": 358}))
+    (tmp_path / "test_words.json").write_text(json.dumps({"wer": 0.1657, "cer": 0.1716,
+                                                          "utterances": 990, "rtf": 0.0083}))
+    assert summary.summary_lines(tmp_path) == [
+        "people's one-word commands: 82.52% of 978 (target >= 92%)",
+        "other speech accepted: 0.84% of 358 (target <= 1%)",
+        "people's WER, held-out Speech Commands and FSDD: WER 16.57%, CER 17.16% of 990, "
+        "RTF 0.0083 (target <= 8%)"]
+    (tmp_path / "coffee.json").write_text("{")
+    with pytest.raises(SystemExit) as caught:
+        summary.summary_lines(tmp_path)
+    assert str(caught.value).startswith(f"error: {tmp_path / 'coffee.json'}: cannot read the report")

@@ -37,7 +37,10 @@ from asr.transcriber import Transcriber
 
 MAX_BYTES = 25 << 20  # the package's budget for shipped weights
 DEFAULT_GRAMMAR = Path(__file__).resolve().parents[1] / "voice_commands" / "commands.yaml"
-CHECKED_UTTERANCES = 40  # per test manifest: fp16 must write what fp32 writes
+TRAINING = "TRAINING.json"  # what a shipped model heard, and how to train it on
+CHECKED_UTTERANCES = 40
+CONTINUE = ("bash recipes/base/run.sh  # resumes exp/base, or starts from the shipped weights "
+            "(trainer.init_from=base)")  # per test manifest: fp16 must write what fp32 writes
 
 
 def half_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -46,10 +49,9 @@ def half_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             for name, value in state.items()}
 
 
-def trained_for(model_dir: Path, corpus: Path, earlier: Path) -> dict:
+def trained_for(model_dir: Path, corpus: Path) -> dict:
     """Steps, epochs and hours of audio heard, from the run's metrics (an averaged model's: its
-    run's) and its corpus, added to what the weights it started from had heard: the shipped
-    model it replaces (`earlier`) for trainer.init_from=base, or another run's model directory."""
+    run's) and its corpus, added to what the weights it started from had heard (`heard_before`)."""
     metrics = json.loads((model_dir / METRICS).read_text())
     if "averaged_epochs" in metrics and (model_dir.parent / METRICS).is_file():
         metrics = json.loads((model_dir.parent / METRICS).read_text())
@@ -59,24 +61,28 @@ def trained_for(model_dir: Path, corpus: Path, earlier: Path) -> dict:
     heard = {"epochs": len(epochs), "steps": steps, "corpus_train_hours": round(train_hours, 2),
              "audio_hours_heard": round(len(epochs) * train_hours, 1)}
     started = OmegaConf.load(model_dir / CONFIG).get("trainer", {}).get("init_from")
-    heard["total_audio_hours_heard"] = round(heard_before(started, earlier)
-                                             + heard["audio_hours_heard"], 1)
+    heard["total_audio_hours_heard"] = round(heard_before(started) + heard["audio_hours_heard"], 1)
     return heard
 
 
-def heard_before(started: str | None, earlier: Path) -> float:
-    """Hours of audio the weights a run started from (its trainer.init_from) had heard: 0 from
-    scratch or where that is no longer known."""
-    if started == "base":
-        return json.loads(earlier.read_text()).get("total_audio_hours_heard", 0.0) \
-            if earlier.is_file() else 0.0
-    source = Path(started) if started else None
-    if source is None or not (source / METRICS).is_file() or not (source / CONFIG).is_file():
+def heard_before(started: str | None) -> float:
+    """Hours of audio the weights a run started from (its trainer.init_from) had heard: a
+    shipped model's (its TRAINING.json; "base" is the package's), another run's model directory's
+    (from its own run), or 0 from scratch or where that is no longer known."""
+    source = FOLDER / "base" if started == "base" else Path(started) if started else None
+    if source is None:
+        return 0.0
+    if (source / TRAINING).is_file():
+        try:
+            return float(json.loads((source / TRAINING).read_text())["total_audio_hours_heard"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            sys.exit(f"error: {source / TRAINING}: no hours heard in it ({err})")
+    if not (source / METRICS).is_file() or not (source / CONFIG).is_file():
         return 0.0
     root = OmegaConf.load(source / CONFIG).get("data", {}).get("root")
     if not root or not (Path(root) / "train.jsonl").is_file():
         return 0.0
-    return trained_for(source, Path(root), earlier)["total_audio_hours_heard"]
+    return trained_for(source, Path(root))["total_audio_hours_heard"]
 
 
 def same_transcripts(fp32: Path, fp16: Path, corpus: Path) -> tuple[int, int]:
@@ -107,11 +113,11 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str) -> dict:
             raise SystemExit(f"error: {model_dir}: {size / 2**20:.1f} MB of weights in fp16, over the "
                              f"{MAX_BYTES >> 20} MB the package ships")
         checked, differ = same_transcripts(model_dir, staging, corpus)
-        info = {**trained_for(model_dir, corpus, out / "TRAINING.json"),
+        info = {**trained_for(model_dir, corpus),
                 "source": str(model_dir), "corpus": str(corpus), "continue_with": command,
                 "weights_mb": round(size / 2**20, 2),
                 "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
-        save_text(json.dumps(info, indent=1) + "\n", staging / "TRAINING.json")
+        save_text(json.dumps(info, indent=1) + "\n", staging / TRAINING)
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
@@ -125,11 +131,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", type=Path, required=True, help="the trained model directory")
     parser.add_argument("--corpus", type=Path, required=True, help="the prepared corpus it trained on")
     parser.add_argument("--out", type=Path, default=FOLDER / "base")
+    parser.add_argument("--continue-with", default=CONTINUE,
+                        help="the command that trains these weights on, for TRAINING.json")
     args = parser.parse_args(argv)
-    command = ("bash recipes/base/run.sh  # resumes exp/base, or starts from the shipped weights "
-               "(trainer.init_from=base)")
     try:
-        info = ship(args.model, args.corpus, args.out, command)
+        info = ship(args.model, args.corpus, args.out, args.continue_with)
     except ModelDirError as err:
         sys.exit(f"error: {err}")
     print(json.dumps(info, indent=1))
