@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # The base model: one general English acoustic model that any grammar searches in, shipped in the
-# package as asr/models/base (Transcriber.from_pretrained("base")).
+# package as asr/models/base (Transcriber.from_pretrained("base")). A session's round:
 #
-#   bash recipes/base/run.sh                      # prepare, train (or continue), score, ship
-#   bash recipes/base/run.sh HOURS=0.05 MINUTES=2 model=tiny   # a toy run
+#   bash recipes/base/run.sh                  # prepare, train on, score, keep as recipes/base/latest
+#   bash recipes/base/run.sh MINUTES=100      # the training's time budget
+#   bash recipes/base/run.sh HOURS=0.05 MINUTES=2 model=tiny INIT=none LATEST=0   # a toy run
 #   bash recipes/base/run.sh trainer.num_threads=1            # other arguments: Hydra overrides
 #
-# Training continues exp/base when it holds a run (trainer.resume=true); a fresh exp/base starts
-# from the shipped weights (trainer.init_from=base) when the package has them, so hours of
-# training add up across sessions (asr/models/base/TRAINING.json counts them). INIT=none starts
-# from scratch. SHIP=0 leaves the shipped model as it is. EXPERIMENT=base_conv trains the conv2d
-# front end with 128 pieces (recipes/base/RESULTS.md, third round), from scratch (INIT=none) or
-# from a model of its own kind (INIT=DIR).
+# Training resumes exp/base when it holds a run. A fresh exp/base trains on from the newest
+# round's weights, recipes/base/latest (committed, since a session's exp/ does not outlive it),
+# with experiment=base_conv_more; INIT=none starts from scratch (experiment=base_conv), INIT=DIR
+# from another model directory of the conv2d kind. The result is scored on every target
+# (recipes/base/score.sh) and written to recipes/base/latest (LATEST=0: not); SHIP=1 also makes it
+# the packaged model, which the base-model issue allows once per issue.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hours=3 minutes="" init=base ship=1 experiment=base
+hours=1.5 minutes="" init=latest ship=0 latest=1 experiment=""
 overrides=()
 for arg in "$@"; do
   case $arg in
@@ -22,6 +23,7 @@ for arg in "$@"; do
     MINUTES=*) minutes=${arg#MINUTES=} ;;
     INIT=*) init=${arg#INIT=} ;;
     SHIP=*) ship=${arg#SHIP=} ;;
+    LATEST=*) latest=${arg#LATEST=} ;;
     EXPERIMENT=*) experiment=${arg#EXPERIMENT=} ;;
     *) overrides+=("$arg") ;;
   esac
@@ -31,23 +33,33 @@ bash tools/setup.sh
 py=.venv/bin/python
 data=${DATA:-data/base}
 model=${MODEL:-exp/base}
+newest=recipes/base/latest
 
 [ -f data/rirs/rirs.jsonl ] || "$py" -m asr.rooms --out data/rirs
 "$py" -m recipes.base.prepare --out "$data" --hours "$hours"
 start=()
-if [ ! -f "$model/checkpoint.pt" ] && [ "$init" != none ] && [ -f asr/models/base/model.pt ]; then
+if [ "$init" = latest ]; then
+  init=$newest
+  if [ ! -f "$newest/model.pt" ]; then init=none; fi
+fi
+if [ ! -f "$model/checkpoint.pt" ] && [ "$init" != none ]; then
   start=("trainer.init_from=$init")
+fi
+if [ -z "$experiment" ]; then
+  experiment=base_conv_more
+  [ "$init" = none ] && experiment=base_conv
 fi
 if [ -n "$minutes" ]; then start+=("trainer.max_minutes=$minutes"); fi
 "$py" -m asr.train experiment="$experiment" data.root="$data" trainer.out_dir="$model" \
-  trainer.resume=true "${start[@]}" "${overrides[@]}"
-for manifest in test test_words test_read test_phone; do
-  if [ -s "$data/$manifest.jsonl" ]; then
-    echo "$manifest:"
-    "$py" -m asr.evaluate --model "$model" --manifest "$data/$manifest.jsonl" \
-      --json "$model/${manifest}_results.json"
-  fi
-done
-if [ "$ship" = 1 ]; then
-  "$py" -m recipes.base.ship --model "$model" --corpus "$data"
-fi
+  trainer.resume=true trainer.average_checkpoints=4 "${start[@]}" "${overrides[@]}"
+weights=$model
+[ -f "$model/averaged/model.pt" ] && weights=$model/averaged
+bash recipes/base/score.sh "$weights" "$data" "$model/candidate"
+
+keep() {  # OUT: the scored candidate's shipped form (weights, calibration, TRAINING.json) there
+  "$py" -m recipes.base.ship --model "$weights" --corpus "$data" --out "$1" \
+    --continue-with "bash recipes/base/run.sh  # trains on from recipes/base/latest"
+  cp "$model/candidate/intents.json" "$1/intents.json"
+}
+if [ "$latest" = 1 ]; then keep "$newest"; fi
+if [ "$ship" = 1 ]; then keep asr/models/base; fi
