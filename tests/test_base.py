@@ -133,7 +133,7 @@ def test_hours_heard_follow_averaged_weights_runs_and_shipped_weights_they_start
     heard = ship.trained_for(second / "averaged", corpus)
     assert heard == {"epochs": 3, "steps": 30, "corpus_train_hours": 0.5,
                      "audio_hours_heard": 1.5, "total_audio_hours_heard": 3.5}
-    shipped = tmp_path / "shipped"  # a shipped form (recipes/base/latest) counts its TRAINING.json
+    shipped = tmp_path / "shipped"  # a shipped form (the latest round) counts its TRAINING.json
     shipped.mkdir()
     (shipped / "TRAINING.json").write_text(json.dumps({"total_audio_hours_heard": 250.0}))
     third = run("third", 2, str(shipped))

@@ -2,16 +2,17 @@
 # The base model: one general English acoustic model that any grammar searches in, shipped in the
 # package as asr/models/base (Transcriber.from_pretrained("base")). A session's round:
 #
-#   bash recipes/base/run.sh                  # prepare, train on, score, keep as recipes/base/latest
+#   bash recipes/base/run.sh                  # prepare, train on, score, keep as the latest round
 #   bash recipes/base/run.sh MINUTES=100      # the training's time budget
 #   bash recipes/base/run.sh HOURS=0.05 MINUTES=2 model=tiny INIT=none LATEST=0   # a toy run
 #   bash recipes/base/run.sh trainer.num_threads=1            # other arguments: Hydra overrides
 #
 # Training resumes exp/base when it holds a run. A fresh exp/base trains on from the newest
-# round's weights, recipes/base/latest (committed, since a session's exp/ does not outlive it),
-# with experiment=base_conv_more; INIT=none starts from scratch (experiment=base_conv), INIT=DIR
+# round's weights, ASR_BASE_LATEST (default ~/.cache/asr/base/latest: outside the repository,
+# since models do not belong in it, and outside exp/, which a fresh checkout lacks), with
+# experiment=base_conv_more; INIT=none starts from scratch (experiment=base_conv), INIT=DIR
 # from another model directory of the conv2d kind. The result is scored on every target
-# (recipes/base/score.sh) and written to recipes/base/latest (LATEST=0: not); SHIP=1 also makes it
+# (recipes/base/score.sh) and written to ASR_BASE_LATEST (LATEST=0: not); SHIP=1 also makes it
 # the packaged model, which the base-model issue allows once per issue.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +34,7 @@ bash tools/setup.sh
 py=.venv/bin/python
 data=${DATA:-data/base}
 model=${MODEL:-exp/base}
-newest=recipes/base/latest
+newest=${ASR_BASE_LATEST:-$HOME/.cache/asr/base/latest}
 
 [ -f data/rirs/rirs.jsonl ] || "$py" -m asr.rooms --out data/rirs
 "$py" -m recipes.base.prepare --out "$data" --hours "$hours"
@@ -58,7 +59,7 @@ bash recipes/base/score.sh "$weights" "$data" "$model/candidate"
 
 keep() {  # OUT: the scored candidate's shipped form (weights, calibration, TRAINING.json) there
   "$py" -m recipes.base.ship --model "$weights" --corpus "$data" --out "$1" \
-    --continue-with "bash recipes/base/run.sh  # trains on from recipes/base/latest"
+    --continue-with "bash recipes/base/run.sh  # trains on from $newest"
   cp "$model/candidate/intents.json" "$1/intents.json"
 }
 if [ "$latest" = 1 ]; then keep "$newest"; fi

@@ -101,6 +101,7 @@ def same_transcripts(fp32: Path, fp16: Path, corpus: Path) -> tuple[int, int]:
 def ship(model_dir: Path, corpus: Path, out: Path, command: str) -> dict:
     """Write the shipped folder next to `out`, check it, then put it in place."""
     model, _, _ = load_model_dir(model_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)  # e.g. ~/.cache/asr/base on a fresh machine
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     staging.chmod(0o755)  # package data, readable by all (mkdtemp makes it the owner's alone)
     try:
