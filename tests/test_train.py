@@ -203,6 +203,26 @@ def test_fine_tuning_refuses_what_does_not_fit(overfit_model, tmp_path):
         Trainer(cfg)
 
 
+def test_network_overrides_make_any_model_directory_fit(overfit_model, tmp_path, capsys):
+    """`python -m asr.training.pretrained DIR` prints the model's network and front end as
+    overrides: a run configured otherwise (stack 6, 40 mels) fits once they follow; an unreadable
+    directory is one error line."""
+    from asr.train import Trainer
+    from asr.training.pretrained import main
+
+    model_dir, _, run = overfit_model
+    main([str(model_dir)])
+    printed = capsys.readouterr().out.splitlines()
+    assert {"model.stack=4", "features.n_mels=80", "model.subsampling=stack"} <= set(printed)
+    assert not any(line.startswith(("model.dropout=", "features.freq_masks=")) for line in printed)
+    cfg = train_config(tmp_path, run["manifest"], "model.stack=6", "features.n_mels=40",
+                       *printed, f"trainer.init_from={model_dir}")
+    assert Trainer(cfg).model.dims.stack == 4
+    with pytest.raises(SystemExit) as err:
+        main([str(tmp_path / "none")])
+    assert re.fullmatch(r"error: trainer.init_from: .*none: not a model directory", str(err.value))
+
+
 def test_fine_tuning_checks_settings_newer_than_the_model(overfit_model, tmp_path):
     """A model saved before `features.utterance_cmn` existed was built without it: turning it
     on for the fine-tuning is refused as any other front-end change is."""

@@ -2,6 +2,8 @@
 replace the random start, the learnt CMVN and the new vocabulary, once checked to fit the run.
 """
 
+import argparse
+import sys
 from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
@@ -19,6 +21,41 @@ TRAINING_ONLY = {"model": {"dropout", "label_smoothing", "ctc_weight", "guided_a
                            "guided_attention_width", "n_vocab", "n_input"},
                  "features": {"freq_masks", "freq_width", "time_masks", "time_width",
                               "time_max_ratio", "vtlp"}}
+
+
+def override(section: str, key: str, value: object) -> str:
+    """One Hydra command-line override that sets section.key to value."""
+    if value is None:
+        return f"{section}.{key}=null"
+    if isinstance(value, bool):
+        return f"{section}.{key}={str(value).lower()}"
+    if isinstance(value, (list, tuple)):
+        return f"{section}.{key}=[{','.join(str(item) for item in value)}]"
+    return f"{section}.{key}={value}"
+
+
+def network_overrides(source: str) -> list[str]:
+    """The overrides that make a run's network and front end the ones `source`'s weights were
+    trained as, so that any model directory can be fine-tuned without knowing its settings."""
+    try:
+        model, _, _ = load_model_dir(model_path(source))
+    except ModelDirError as err:
+        raise TrainingError(f"trainer.init_from: {err}") from None
+    built = {"model": asdict(model.dims), "features": asdict(model.frontend.cfg)}
+    return [override(section, key, value) for section, free in TRAINING_ONLY.items()
+            for key, value in built[section].items() if key not in free]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Print the Hydra overrides that fine-tuning a model directory needs "
+                    "(its network and front end), one per line.")
+    parser.add_argument("model", help="a model directory, or a packaged model's name (base)")
+    args = parser.parse_args(argv)
+    try:
+        print("\n".join(network_overrides(args.model)))
+    except TrainingError as err:
+        sys.exit(f"error: {err}")
 
 
 def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]:
@@ -49,3 +86,7 @@ def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]
         raise TrainingError(f"trainer.init_from={source}: its tokenizer cannot spell "
                             f"{' '.join(map(repr, unknown))} of the training transcripts")
     return model.state_dict(), tokenizer
+
+
+if __name__ == "__main__":
+    main()

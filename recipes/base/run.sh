@@ -4,6 +4,7 @@
 #
 #   bash recipes/base/run.sh                  # prepare, train on, score, keep as the latest round
 #   bash recipes/base/run.sh MINUTES=100      # the training's time budget
+#   bash recipes/base/run.sh SEEDS=0,1        # train on two corpora of other sentences and voices
 #   bash recipes/base/run.sh HOURS=0.05 MINUTES=2 model=tiny INIT=none LATEST=0   # a toy run
 #   bash recipes/base/run.sh trainer.num_threads=1            # other arguments: Hydra overrides
 #
@@ -13,15 +14,18 @@
 # experiment=base_conv_more; INIT=none starts from scratch (experiment=base_conv), INIT=DIR
 # from another model directory of the conv2d kind. The result is scored on every target
 # (recipes/base/score.sh) and written to ASR_BASE_LATEST (LATEST=0: not); SHIP=1 also makes it
-# the packaged model, which the base-model issue allows once per issue.
+# the packaged model, which the base-model issue allows once per issue. SEEDS=0,1,... prepares
+# one corpus per seed (data/base, data/base_s1, ...; the synthesis cache keeps what a seed made
+# before) and trains on them merged (data/base_all): more sentences and voices than one corpus.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hours=1.5 minutes="" init=latest ship=0 latest=1 experiment=""
+hours=1.5 minutes="" seeds=0 init=latest ship=0 latest=1 experiment=""
 overrides=()
 for arg in "$@"; do
   case $arg in
     HOURS=*) hours=${arg#HOURS=} ;;
     MINUTES=*) minutes=${arg#MINUTES=} ;;
+    SEEDS=*) seeds=${arg#SEEDS=} ;;
     INIT=*) init=${arg#INIT=} ;;
     SHIP=*) ship=${arg#SHIP=} ;;
     LATEST=*) latest=${arg#LATEST=} ;;
@@ -37,7 +41,18 @@ model=${MODEL:-exp/base}
 newest=${ASR_BASE_LATEST:-$HOME/.cache/asr/base/latest}
 
 [ -f data/rirs/rirs.jsonl ] || "$py" -m asr.rooms --out data/rirs
-"$py" -m recipes.base.prepare --out "$data" --hours "$hours"
+corpora=()
+for seed in ${seeds//,/ }; do
+  corpus=$data
+  [ "$seed" = 0 ] || corpus=${data}_s$seed
+  "$py" -m recipes.base.prepare --out "$corpus" --hours "$hours" --seed "$seed"
+  corpora+=("$corpus")
+done
+data=${corpora[0]}
+if [ ${#corpora[@]} -gt 1 ]; then
+  data=${corpora[0]}_all
+  "$py" -m recipes.base.merge "${corpora[@]}" --out "$data"
+fi
 start=()
 if [ "$init" = latest ]; then
   init=$newest

@@ -8,6 +8,7 @@
 #   bash recipes/voice_commands/run.sh                        # the default grammar (commands.yaml)
 #   bash recipes/voice_commands/run.sh MINUTES=30             # training's time budget
 #   bash recipes/voice_commands/run.sh INIT=base GRAMMAR=...  # fine-tune the shipped base model
+#   bash recipes/voice_commands/run.sh INIT=DIR GRAMMAR=...   # or any model directory (its network)
 #   bash recipes/voice_commands/run.sh trainer.max_epochs=5   # other arguments: Hydra overrides
 #
 # By default the model is trained from scratch (conf/experiment/voice_commands.yaml: 13 epochs,
@@ -56,7 +57,11 @@ if [ "${REAL_ROOT:-}" = none ]; then
   name=${name}_synthetic experiment=voice_commands_synthetic hours=${HOURS:-4.1}
 fi
 init=()
-if [ "$experiment" = grammar_finetune ]; then init=("trainer.init_from=$INIT"); fi
+if [ "$experiment" = grammar_finetune ]; then  # INIT's network and front end, whatever they are
+  mapfile -t init < <("$py" -m asr.training.pretrained "$INIT")
+  [ ${#init[@]} -gt 0 ] || exit 2
+  init+=("trainer.init_from=$INIT")
+fi
 data=data/$name
 model=exp/$name
 
