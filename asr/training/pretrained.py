@@ -9,6 +9,7 @@ from dataclasses import asdict
 from omegaconf import DictConfig, OmegaConf
 
 from asr.checkpoint import ModelDirError, load_model_dir
+from asr.model import SpeechTransformer
 from asr.models import model_path
 from asr.text import normalize_text
 from asr.tokenizer import UNK_ID, Tokenizer
@@ -34,16 +35,28 @@ def override(section: str, key: str, value: object) -> str:
     return f"{section}.{key}={value}"
 
 
+def load(source: str) -> tuple[SpeechTransformer, Tokenizer]:
+    """The model and tokenizer `source` names (a model directory or a packaged model)."""
+    try:
+        model, tokenizer, _ = load_model_dir(model_path(source))
+    except ModelDirError as err:
+        raise TrainingError(f"trainer.init_from: {err}") from None
+    return model, tokenizer
+
+
+def fixed_settings(model: SpeechTransformer) -> list[tuple[str, str, object]]:
+    """(section, key, value) of every setting a fine-tuning of `model` must keep: what its weights
+    were built with (a setting newer than their config has its default), less TRAINING_ONLY."""
+    built = {"model": asdict(model.dims), "features": asdict(model.frontend.cfg)}
+    return [(section, key, value) for section, free in TRAINING_ONLY.items()
+            for key, value in built[section].items() if key not in free]
+
+
 def network_overrides(source: str) -> list[str]:
     """The overrides that make a run's network and front end the ones `source`'s weights were
     trained as, so that any model directory can be fine-tuned without knowing its settings."""
-    try:
-        model, _, _ = load_model_dir(model_path(source))
-    except ModelDirError as err:
-        raise TrainingError(f"trainer.init_from: {err}") from None
-    built = {"model": asdict(model.dims), "features": asdict(model.frontend.cfg)}
-    return [override(section, key, value) for section, free in TRAINING_ONLY.items()
-            for key, value in built[section].items() if key not in free]
+    model, _ = load(source)
+    return [override(*setting) for setting in fixed_settings(model)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -63,19 +76,13 @@ def load_pretrained(cfg: DictConfig, texts: list[str]) -> tuple[dict, Tokenizer]
     to fit this run: the same network and front end, a CTC head on both sides or neither, and
     a vocabulary that spells every character of the training transcripts."""
     source = cfg.trainer.init_from
-    try:
-        model, tokenizer, _ = load_model_dir(model_path(source))
-    except ModelDirError as err:
-        raise TrainingError(f"trainer.init_from: {err}") from None
-    # What the weights were built with: a setting newer than their config has its default.
-    built = {"model": asdict(model.dims), "features": asdict(model.frontend.cfg)}
-    for section, free in TRAINING_ONLY.items():
-        mine = OmegaConf.to_container(cfg[section], resolve=True)
-        for key, value in built[section].items():
-            if key not in free and mine.get(key) != value:
-                raise TrainingError(f"trainer.init_from={source}: {section}.{key} is {value} "
-                                    f"there, {mine.get(key)} here; pass {section}.{key}={value} "
-                                    "(the network must be the one the weights were trained as)")
+    model, tokenizer = load(source)
+    mine = {section: OmegaConf.to_container(cfg[section], resolve=True) for section in TRAINING_ONLY}
+    for section, key, value in fixed_settings(model):
+        if mine[section].get(key) != value:
+            raise TrainingError(f"trainer.init_from={source}: {section}.{key} is {value} there, "
+                                f"{mine[section].get(key)} here; pass {section}.{key}={value} "
+                                "(the network must be the one the weights were trained as)")
     if (cfg.model.ctc_weight > 0) != (model.ctc is not None):
         raise TrainingError(f"trainer.init_from={source}: model.ctc_weight must be "
                             f"{'> 0' if model.ctc is not None else '0'}, as there (the CTC "
