@@ -189,3 +189,23 @@ def test_summary_reads_the_score_reports_as_one_line_per_target(tmp_path):
     with pytest.raises(SystemExit) as caught:
         summary.summary_lines(tmp_path)
     assert str(caught.value).startswith(f"error: {tmp_path / 'coffee.json'}: cannot read the report")
+
+
+def test_a_run_whose_weights_were_kept_is_told_from_one_still_to_keep(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # run.sh names its folders relative to the repository
+    latest = tmp_path / "latest"
+    latest.mkdir()
+    assert not ship.shipped_from(latest, Path("exp/base"))  # nothing kept yet
+    (latest / "TRAINING.json").write_text(json.dumps({"source": "exp/base/averaged"}))
+    assert ship.shipped_from(latest, Path("exp/base"))
+    assert ship.shipped_from(latest, tmp_path / "exp" / "base")
+    assert not ship.shipped_from(latest, Path("exp/base_r2"))
+    (latest / "TRAINING.json").write_text("[1, 2]")  # untrusted: not the form written
+    assert not ship.shipped_from(latest, Path("exp/base"))
+    (latest / "TRAINING.json").write_text(json.dumps({"source": "exp/base"}))
+    with pytest.raises(SystemExit) as caught:
+        ship.main(["--kept-from", "exp/base", "--out", str(latest)])
+    assert caught.value.code == 0
+    with pytest.raises(SystemExit) as caught:
+        ship.main(["--kept-from", "exp/other", "--out", str(latest)])
+    assert caught.value.code == 1

@@ -8,7 +8,8 @@
 #   bash recipes/base/run.sh HOURS=0.05 MINUTES=2 model=tiny INIT=none LATEST=0   # a toy run
 #   bash recipes/base/run.sh trainer.num_threads=1            # other arguments: Hydra overrides
 #
-# Training resumes exp/base when it holds a run. A fresh exp/base trains on from the newest
+# Training resumes exp/base when it holds a run that has not yet become the latest round; a
+# fresh exp/base (or one whose round is the latest already, moved aside) trains on from the newest
 # round's weights, ASR_BASE_LATEST (default ~/.cache/asr/base/latest: outside the repository,
 # since models do not belong in it, and outside exp/, which a fresh checkout lacks), with
 # experiment=base_conv_more; INIT=none starts from scratch (experiment=base_conv), INIT=DIR
@@ -52,6 +53,14 @@ data=${corpora[0]}
 if [ ${#corpora[@]} -gt 1 ]; then
   data=${corpora[0]}_all
   "$py" -m recipes.base.merge "${corpora[@]}" --out "$data"
+fi
+# A run whose result is the latest round already has ended: a new round trains in a fresh
+# folder (the ended one is kept beside it), not in a resumed run with no time left.
+if [ "$latest" = 1 ] && [ -f "$model/checkpoint.pt" ] \
+    && "$py" -m recipes.base.ship --kept-from "$model" --out "$newest"; then
+  ended=$model.$(date +%Y%m%d-%H%M%S)
+  mv "$model" "$ended"
+  echo "$model: its round is the latest round ($newest) already; moved to $ended, a new round starts"
 fi
 start=()
 if [ "$init" = latest ]; then

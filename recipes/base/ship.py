@@ -1,6 +1,7 @@
 """Ship a trained base model inside the package: `asr/models/base`.
 
     python -m recipes.base.ship --model exp/base --corpus data/base [--out asr/models/base]
+    python -m recipes.base.ship --kept-from exp/base --out ~/.cache/asr/base/latest   # exit 0: yes
 
 Weight matrices are stored in fp16 (half the bytes; decoding casts them back to fp32, and the
 transcripts of the test manifests are checked against the fp32 model's before anything is
@@ -127,14 +128,33 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str) -> dict:
     return info
 
 
+def shipped_from(shipped: Path, run_dir: Path) -> bool:
+    """Whether the shipped folder's weights are the run's (its TRAINING.json's source is the
+    run directory or a folder in it, such as its averaged weights): the run has ended and
+    its result is kept, so training more means a new run, not resuming this one."""
+    try:
+        source = json.loads((shipped / TRAINING).read_text())["source"]
+        kept = Path(source).resolve()
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return run_dir.resolve() in (kept, kept.parent)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, required=True, help="the trained model directory")
-    parser.add_argument("--corpus", type=Path, required=True, help="the prepared corpus it trained on")
+    parser.add_argument("--model", type=Path, help="the trained model directory")
+    parser.add_argument("--corpus", type=Path, help="the prepared corpus it trained on")
     parser.add_argument("--out", type=Path, default=FOLDER / "base")
     parser.add_argument("--continue-with", default=CONTINUE,
                         help="the command that trains these weights on, for TRAINING.json")
+    parser.add_argument("--kept-from", type=Path, metavar="RUN",
+                        help="ship nothing: exit 0 when --out's weights came from the run "
+                             "directory RUN, 1 when not")
     args = parser.parse_args(argv)
+    if args.kept_from is not None:
+        sys.exit(0 if shipped_from(args.out, args.kept_from) else 1)
+    if args.model is None or args.corpus is None:
+        parser.error("--model and --corpus are required")
     try:
         info = ship(args.model, args.corpus, args.out, args.continue_with)
     except ModelDirError as err:
