@@ -156,12 +156,35 @@ def apply_gain(wave: torch.Tensor, gain_db: float) -> torch.Tensor:
     return wave * 10 ** (gain_db / 20)
 
 
+def fft_length(n: int) -> int:
+    """The smallest length >= `n` with no prime factor above 5: an FFT of a length with a
+    large prime factor is several times slower (BENCHMARKS.md, section 7)."""
+    length = n
+    while True:
+        rest = length
+        for prime in (2, 3, 5):
+            while rest % prime == 0:
+                rest //= prime
+        if rest == 1:
+            return length
+        length += 1
+
+
+def convolve(wave: torch.Tensor, rir: torch.Tensor) -> torch.Tensor:
+    """The full linear convolution of two 1-D signals, by FFT at a fast length (torchaudio's
+    `fftconvolve` transforms at exactly len(wave) + len(rir) - 1 samples)."""
+    n = len(wave) + len(rir) - 1
+    size = fft_length(n)
+    spectrum = torch.fft.rfft(wave, size) * torch.fft.rfft(rir, size)
+    return torch.fft.irfft(spectrum, size)[:n]
+
+
 def reverberate(wave: torch.Tensor, rir: torch.Tensor) -> torch.Tensor:
     """`wave` heard through the room whose impulse response is `rir`: convolved, aligned on
     the direct sound (the response's strongest tap, so nothing is delayed), cut to the
     input's length and scaled back to the input's power (loudness is the gain part's)."""
     peak = int(rir.abs().argmax())
-    wet = AF.fftconvolve(wave, rir.to(wave.dtype))[peak:peak + len(wave)]
+    wet = convolve(wave, rir.to(wave.dtype))[peak:peak + len(wave)]
     dry_power, wet_power = wave.pow(2).mean(), wet.pow(2).mean()
     if not (dry_power > 0 and wet_power > 0):
         return wave

@@ -3,6 +3,7 @@ SNR, gain, band, codec and impulse response; training-only hook."""
 
 import json
 
+import numpy as np
 import pytest
 import soundfile as sf
 import torch
@@ -16,6 +17,8 @@ from asr.augment import (
     babble,
     band_limit,
     codec,
+    convolve,
+    fft_length,
     reverberate,
     speed_perturb,
     telephone,
@@ -106,6 +109,20 @@ def test_an_echo_adds_the_delayed_signal(speech):
     expected[320:] += 0.5 * speech[:-320]
     expected *= (power(speech) / power(expected)) ** 0.5
     assert torch.allclose(reverberate(speech, echo), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("n, fast", [(1, 1), (7, 8), (97, 100), (10007, 10125), (53441, 54000)])
+def test_the_fft_length_is_the_next_with_no_prime_factor_above_5(n, fast):
+    assert fft_length(n) == fast
+
+
+def test_the_fast_convolution_is_the_linear_convolution():
+    """At lengths whose sum has a large prime factor (10007 + 4001 - 1 = 14007 = 3 x 7 x 23 x 29),
+    against numpy's direct convolution."""
+    generator = torch.Generator().manual_seed(0)
+    wave, rir = torch.randn(10007, generator=generator), torch.randn(4001, generator=generator)
+    direct = torch.from_numpy(np.convolve(wave.double().numpy(), rir.double().numpy()))
+    assert torch.allclose(convolve(wave.double(), rir.double()), direct, atol=1e-9)
 
 
 def test_simulated_rooms_reverberate(speech, tmp_path):

@@ -117,6 +117,19 @@ def test_front_end_equals_librosa(tmp_path):
     assert result["mfcc"]["max_abs_difference"] < 1e-2
 
 
+def test_augmentation_costs_every_part_and_the_configs_draws(tmp_path):
+    """Every part timed; both room convolutions agree; the config's cost is its draws' sum."""
+    config = tmp_path / "config.yaml"
+    config.write_text("data:\n  augment:\n    noise: {enabled: true, prob: 0.5}\n"
+                      "    telephone: {enabled: true, prob: 0.25, codecs: [ULAW]}\n")
+    _, result = bench(tmp_path, "augment", "--clips", "1", "--rooms", "1", "--config", str(config))
+    costs = result["ms_per_audio_second"]
+    assert len(costs) == 10 and all(ms > 0 for ms in costs.values())
+    assert result["convolution_max_abs_difference"] < 1e-4
+    expected = 0.5 * costs["noise at 10 dB"] + 0.25 * costs["telephone (ULAW)"]
+    assert result["drawn"]["ms_per_audio_second"] == pytest.approx(expected)
+
+
 def test_inference_split_and_scores(tmp_path, overfit_model):
     from asr.data import read_manifest
     from benchmarks.harness import speaker_of
