@@ -36,19 +36,7 @@ from asr.augment import (
 )
 from asr.data import read_manifest
 from asr.rooms import write_rooms
-from benchmarks.harness import (
-    alternate,
-    base_parser,
-    cathy,
-    fsdd,
-    markdown_table,
-    median,
-    report,
-    require_data,
-    sample,
-    set_threads,
-    speech_commands,
-)
+from benchmarks import harness
 
 RATE = 16000
 
@@ -103,42 +91,44 @@ def config_cost(config_path: Path, ms_per_second: dict[str, float]) -> tuple[lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = base_parser(__doc__.splitlines()[0])
+    parser = harness.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--clips", type=int, default=20, help="clips per corpus")
     parser.add_argument("--rooms", type=int, default=8, help="simulated rooms (asr.rooms)")
     parser.add_argument("--config", type=Path, help="a config whose data.augment to cost")
     args = parser.parse_args(argv)
-    set_threads(args.threads)
-    require_data(args.data)
-    files = [f for corpus in (fsdd, speech_commands, cathy)
-             for f, _ in sample(corpus(args.data), args.clips, args.seed)]
+    harness.set_threads(args.threads)
+    harness.require_data(args.data)
+    files = [f for corpus in (harness.fsdd, harness.speech_commands, harness.cathy)
+             for f, _ in harness.sample(corpus(args.data), args.clips, args.seed)]
     waves = [load_audio(f, RATE) for f in files]
     with TemporaryDirectory() as tmp:
         manifest = write_rooms(Path(tmp), count=args.rooms, seed=args.seed)
         rooms = [load_audio(u.audio_filepath, RATE) for u in read_manifest(manifest)]
     noise = torch.randn(max(len(w) for w in waves), generator=torch.Generator().manual_seed(0))
     contenders = parts(rooms, noise)
-    times = alternate({name: partial(each, part, waves) for name, part in contenders.items()},
-                      args.rounds)
+    calls = {name: partial(each, part, waves) for name, part in contenders.items()}
+    times = harness.alternate(calls, args.rounds)
     audio = sum(len(w) for w in waves) / RATE
-    ms_per_second = {name: 1000 * median(seconds) / audio for name, seconds in times.items()}
+    ms_per_second = {name: 1000 * harness.median(seconds) / audio
+                     for name, seconds in times.items()}
     fast, plain = (each(contenders[name], waves) for name in (
         "room convolution, fast FFT length (asr.augment.convolve)",
         "room convolution, torchaudio fftconvolve"))
     difference = max(float((a - b).abs().max()) for a, b in zip(fast, plain, strict=True))
     rows = [[name, f"{ms:.2f}", f"{1000 / ms:.0f}"] for name, ms in ms_per_second.items()]
-    table = markdown_table(["part (applied to every clip)", "ms per audio second", "audio s/s"],
-                           rows)
+    table = harness.markdown_table(
+        ["part (applied to every clip)", "ms per audio second", "audio s/s"], rows)
     table += f"\n\nroom convolutions: largest |difference| {difference:.2e}"
     results = {"clips": len(files), "audio_seconds": audio, "rooms": len(rooms),
                "ms_per_audio_second": ms_per_second, "round_seconds": times,
                "convolution_max_abs_difference": difference}
     if args.config is not None:
         rows, results["drawn"] = config_cost(args.config, ms_per_second)
-        table += f"\n\n{args.config}'s draws:\n\n" + markdown_table(
+        table += f"\n\n{args.config}'s draws:\n\n" + harness.markdown_table(
             ["part", "share of utterances", "ms per audio second"], rows)
-    report(f"Augmentation per part ({args.threads} thread(s), {len(files)} clips, "
-           f"{audio:.0f} s of audio, median of {args.rounds} rounds)", table, results, args.json)
+    harness.report(f"Augmentation per part ({args.threads} thread(s), {len(files)} clips, "
+                   f"{audio:.0f} s of audio, median of {args.rounds} rounds)", table, results,
+                   args.json)
 
 
 if __name__ == "__main__":
