@@ -159,7 +159,7 @@ def apply_gain(wave: torch.Tensor, gain_db: float) -> torch.Tensor:
 def fft_length(n: int) -> int:
     """The smallest length >= `n` with no prime factor above 5: an FFT of a length with a
     large prime factor is several times slower (BENCHMARKS.md, section 7)."""
-    length = n
+    length = max(n, 1)  # 0 would never leave the loop
     while True:
         rest = length
         for prime in (2, 3, 5):
