@@ -4,14 +4,16 @@ and where the time of our training step goes, on a machine whose matmul peak it 
     python -m benchmarks.training --threads 2 --rounds 7 --json bench_training.json
     python -m benchmarks.training --threads 2 experiment=voice_commands data.root=data/voice_commands
 
-All three get the same front end (asr.features.FrontEnd, 4 frames stacked, a linear projection),
-the same sizes (conf/model/small.yaml unless overridden), the same tied output layer and CTC
-head, the same loss (label-smoothed cross-entropy + 0.3 CTC), Adam and gradient clipping, and
-the same batches of real utterances (Speech Commands words and cathy's read sentences, grouped
-by asr.data.DurationBatchSampler). Only the Transformer in between differs. A step is forward +
-loss + backward + clip + optimiser step; waveforms are in memory (data loading is measured by
-bench_data.py). Each round runs every batch once per contender; contenders alternate round by
-round and the median round is reported.
+All three get the same front end (asr.features.FrontEnd, the config's frames stacked, a linear
+projection; a config with conv2d subsampling races with stacked frames too, its own front end
+timed in our step's parts below), the same sizes (conf/model/small.yaml unless overridden),
+the same tied output layer and CTC head, the same loss (label-smoothed cross-entropy + 0.3
+CTC), Adam and gradient clipping, and the same batches of real utterances (Speech Commands
+words and cathy's read sentences, grouped by asr.data.DurationBatchSampler). Only the
+Transformer in between differs. A step is forward + loss + backward + clip + optimiser step;
+waveforms are in memory (data loading is measured by bench_data.py). Each round runs every
+batch once per contender; contenders alternate round by round and the median round is
+reported.
 
 Then our step part by part, as training runs it in one process (data.num_workers=0): reading
 and padding the batch from disk, augmenting each utterance as `data.augment` says (off in the
@@ -23,6 +25,7 @@ thread and at every CPU the process may use says how fast the machine is, so tha
 from two machines compare.
 """
 
+import dataclasses
 import math
 import os
 import sys
@@ -348,7 +351,11 @@ def main(argv: list[str] | None = None) -> None:
         args.data, args.batches, batch_size, features.sample_rate,
         train_cfg["tokenizer"]["vocab_size"], args.seed, args.pool)
     dims = ModelDimensions(**{**model_cfg, "n_vocab": tokenizer.vocab_size})
-    models = contenders(dims, features, batches, args.seed)
+    raced = dataclasses.replace(dims, subsampling="stack")
+    if dims.subsampling != "stack":
+        print(f"note: the race gives all three the stacked front end (stack {dims.stack}); "
+              f"the config's {dims.subsampling} front end is in our step's parts")
+    models = contenders(raced, features, batches, args.seed)
     steppers = {name: Stepper(m, batches, train_cfg) for name, m in models.items()}
     times = alternate(steppers, args.rounds)
     audio = sum(b["lengths"].sum().item() for b in batches) / features.sample_rate

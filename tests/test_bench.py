@@ -35,9 +35,11 @@ def bench(tmp_path: Path, script: str, *args: str) -> tuple[str, dict]:
     return proc.stdout, json.loads(out.read_text())
 
 
-def test_training_contenders_have_equal_size(tmp_path):
+@pytest.mark.parametrize("front", ["stack", "conv2d"])
+def test_training_contenders_have_equal_size(tmp_path, front):
+    """A conv2d config races with stacked frames too, so the three stay the same size."""
     stdout, result = bench(tmp_path, "training", "--batches", "1", "--pool", "6",
-                           "--peak-size", "256", "model=tiny")
+                           "--peak-size", "256", "model=tiny", f"model.subsampling={front}")
     models = result["models"]
     expected = {"ours (asr.model)", "torch.nn.Transformer"} | (
         {"SpeechBrain TransformerASR"} if HAVE["speechbrain"] else set())
