@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import scipy.fft
 import soundfile as sf
 import torch
 import torchaudio.functional as AF
@@ -157,17 +158,9 @@ def apply_gain(wave: torch.Tensor, gain_db: float) -> torch.Tensor:
 
 
 def fft_length(n: int) -> int:
-    """The smallest length >= `n` with no prime factor above 5: an FFT of a length with a
-    large prime factor is several times slower (BENCHMARKS.md, section 7)."""
-    length = max(n, 1)  # 0 would never leave the loop
-    while True:
-        rest = length
-        for prime in (2, 3, 5):
-            while rest % prime == 0:
-                rest //= prime
-        if rest == 1:
-            return length
-        length += 1
+    """The smallest length >= `n` (at least 1) with no prime factor above 5: an FFT of a
+    length with a large prime factor is several times slower (BENCHMARKS.md, section 7)."""
+    return scipy.fft.next_fast_len(max(n, 1), real=True)
 
 
 def convolve(wave: torch.Tensor, rir: torch.Tensor) -> torch.Tensor:
