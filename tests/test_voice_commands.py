@@ -185,6 +185,8 @@ def test_tiny_synthesis(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
             assert (record["intent"], record["slots"]) == (sentence.intent, sentence.slots)
             voice = (record["engine"], record["voice"].split("+")[-1])
             assert synthetic_voices.HELD_OUT.get(voice, "train") == split
+    calibration = (tmp_path / "a" / "calibration.jsonl").read_text()
+    assert calibration == (tmp_path / "a" / "dev.jsonl").read_text()  # no people: dev itself
     assert (tmp_path / "a" / "grammar.yaml").read_bytes() == prepare.DEFAULT_GRAMMAR.read_bytes()
     sample = tmp_path / "a" / "sample.wav"
     assert sf.info(str(sample)).samplerate == 16000
@@ -210,10 +212,15 @@ def test_synthesised_hours_are_those_planned(tmp_path: Path, capsys: pytest.Capt
 
 def test_real_recordings_split_by_speaker(tmp_path: Path) -> None:
     """People from ../shared/data: every recording of a person keeps what was said (grammar
-    sentences are commands), only noise has the empty text; speakers disjoint across splits."""
+    sentences are commands), only noise has the empty text; speakers disjoint across splits.
+    Every dev recording (what calibration chooses a threshold on) holds a few hundred
+    non-commands; dev scored after each epoch is a stable sample of them."""
     require_shared()
-    splits = real.real_records(SHARED, tmp_path, set(SENTENCES))
-    assert len(splits["dev"]) == real.DEV_RECORDINGS
+    splits = real.real_records(SHARED, tmp_path, set(SENTENCES), dev_size=None)
+    sample = real.dev_sample(splits["dev"])
+    assert len(sample) == real.DEV_RECORDINGS and sample == real.dev_sample(splits["dev"])
+    assert all(record in splits["dev"] for record in sample)
+    assert sum(record["kind"] != "command" for record in splits["dev"]) >= 150
     speakers = {name: {r["voice"] for r in records if r["voice"] != "noise"}
                 for name, records in splits.items()}
     assert not speakers["train"] & speakers["dev"]
@@ -245,8 +252,9 @@ def test_real_recordings_split_by_speaker(tmp_path: Path) -> None:
 
 
 def test_real_commands_listed_real_repeat_times_in_train(tmp_path: Path) -> None:
-    """`--real-repeat 3`: each real command thrice in train, everything else once; dev and the
-    people's own test manifests untouched; babble draws from the real training speech."""
+    """`--real-repeat 3`: each real command thrice in train, everything else once; dev, the
+    calibration set and the people's own test manifests untouched; babble draws from the real
+    training speech."""
     (tmp_path / "wavs" / "test").mkdir(parents=True)
     sf.write(tmp_path / "wavs" / "test" / "t.wav", [0.0] * 1600, 16000)
     synthetic = [{"audio_filepath": "wavs/train/s.wav", "text": "open the browser", "snr_db": None},
@@ -257,7 +265,8 @@ def test_real_commands_listed_real_repeat_times_in_train(tmp_path: Path) -> None
 
     people = {"train": [person("yes", "command", "a"), person("", "other", "b"),
                         person("", "noise", "c")],
-              "dev": [person("no", "command", "d")], "test": [person("up", "command", "e")]}
+              "dev": [person("no", "command", "d")], "test": [person("up", "command", "e")],
+              "calibration": [person("no", "command", "d"), person("bed", "other", "f")]}
     prepare.write_corpus(tmp_path, synthetic, people, prepare.DEFAULT_GRAMMAR, real_repeat=3)
 
     def voices(name: str) -> list[str | None]:
@@ -266,6 +275,7 @@ def test_real_commands_listed_real_repeat_times_in_train(tmp_path: Path) -> None
 
     assert voices("train") == [None, "a", "a", "a", "b", "c"]
     assert voices("dev") == ["d"] and voices("test") == [None] and voices("test_real") == ["e"]
+    assert voices("calibration") == ["d", "f"]
     assert voices("babble") == ["a", "b"]
 
 

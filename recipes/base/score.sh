@@ -7,8 +7,9 @@
 # MODEL is a trained model directory, CORPUS the prepared corpus it trained on (its test_words
 # and test_read manifests are scored), OUT where its shipped form goes (fp16, checked against
 # fp32, with the default grammar; recipes.base.ship), calibrated on the voice-command recipe's
-# dev set. The held-out evaluation sets are prepared once under data/ when missing. Each
-# score's report is written as JSON into OUT/scores/, and a summary is printed at the end.
+# dev set with every real dev recording (calibration.jsonl). The held-out evaluation sets are
+# prepared under data/ when missing. Each score's report is written as JSON into OUT/scores/,
+# and a summary is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -ne 3 ]; then
@@ -22,7 +23,7 @@ pv_coffee=../shared/data/grammars/picovoice_coffee_maker.yaml
 
 # The held-out sets: people's commands and other speech, and two grammars' synthetic tests.
 prepare() {  # OUT [GRAMMAR]
-  if [ ! -s "$1/test.jsonl" ]; then
+  if [ ! -s "$1/calibration.jsonl" ]; then
     local grammar=() sizes=(--dev 150 --test 300)
     if [ $# -gt 1 ]; then grammar=(--grammar "$2") sizes=(--dev 100 --test 300); fi
     "$py" -m recipes.voice_commands.prepare "${grammar[@]}" --out "$1" --train 1 "${sizes[@]}"
@@ -33,7 +34,7 @@ prepare data/eval_coffee "$coffee"
 prepare data/eval_pv_coffee "$pv_coffee"
 
 "$py" -m recipes.base.ship --model "$model" --corpus "$corpus" --out "$out"
-"$py" -m asr.assistant.intents calibrate --model "$out" --manifest data/eval_commands/dev.jsonl
+"$py" -m asr.assistant.intents calibrate --model "$out" --manifest data/eval_commands/calibration.jsonl
 scores=$out/scores
 mkdir -p "$scores"
 intents() {  # NAME MANIFEST [ARGUMENTS]

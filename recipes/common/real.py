@@ -101,9 +101,17 @@ def wuw(root: Path, out: Path, grammar_sentences: set[str]) -> Iterator[tuple[st
         yield splits[entry["sessionNumber"]], record
 
 
-def real_records(root: Path, out: Path, grammar_sentences: set[str]) -> dict[str, list[dict]]:
+def dev_sample(records: list[dict], size: int = DEV_RECORDINGS) -> list[dict]:
+    """A sample of `size` dev records, the same on every machine (all of them when no more)."""
+    if len(records) <= size:
+        return records
+    return sorted(random.Random(0).sample(records, size), key=lambda r: r["audio_filepath"])
+
+
+def real_records(root: Path, out: Path, grammar_sentences: set[str],
+                 dev_size: int | None = DEV_RECORDINGS) -> dict[str, list[dict]]:
     """Records per split from whichever corpora `root` holds. Training leaves out WUW
-    utterances over MAX_OTHER_SECONDS; dev keeps a sample of DEV_RECORDINGS."""
+    utterances over MAX_OTHER_SECONDS; dev keeps a sample of `dev_size` (None: all)."""
     words = {text for text in grammar_sentences if " " not in text}
     splits: dict[str, list[dict]] = {"train": [], "dev": [], "test": []}
     sources = [("speech_commands", lambda d: speech_commands(d, words)),
@@ -115,9 +123,8 @@ def real_records(root: Path, out: Path, grammar_sentences: set[str]) -> dict[str
                                           unit="file"):
                 if not (split == "train" and record["duration"] > MAX_OTHER_SECONDS):
                     splits[split].append(record)
-    if len(splits["dev"]) > DEV_RECORDINGS:
-        splits["dev"] = sorted(random.Random(0).sample(splits["dev"], DEV_RECORDINGS),
-                               key=lambda r: r["audio_filepath"])
+    if dev_size is not None:
+        splits["dev"] = dev_sample(splits["dev"], dev_size)
     return splits
 
 

@@ -22,10 +22,11 @@ Writes OUT/wavs/{split}/*.wav (16-bit PCM), OUT/{train,dev,test}.jsonl (NeMo man
 paths relative to OUT; each line also has the `intent` and `slots` it means, null for speech
 that is no command), OUT/sample.wav + sample.txt (one test utterance), OUT/grammar.yaml (the
 grammar, for the model directory), OUT/noise.jsonl and OUT/babble.jsonl (what training-time
-noise and babble draw from: background clips and the real training speakers' speech) and
-OUT/.done. With real recordings (`real.py`) also OUT/test_real.jsonl (people saying commands)
-and OUT/test_other.jsonl (people saying other things), both of speakers never heard in
-training.
+noise and babble draw from: background clips and the real training speakers' speech),
+OUT/calibration.jsonl (what `asr-intents calibrate` chooses the rejection threshold on: dev
+with every real dev recording, where dev.jsonl holds a sample) and OUT/.done. With real
+recordings (`real.py`) also OUT/test_real.jsonl (people saying commands) and
+OUT/test_other.jsonl (people saying other things), both of speakers never heard in training.
 
 The parts: `sentence_splits` (which sentences each split speaks), `recipes.common.voices` (which
 voices), `recipes.common.synthesis` (speaking and augmenting one utterance) and `real` (recordings of people);
@@ -48,7 +49,12 @@ from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
 from recipes.common import add_synthesis_options, positive, positive_hours
 from recipes.common.ownership import claim
-from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
+from recipes.common.real import (
+    DEFAULT_REAL_ROOT,
+    coloured_noise_clips,
+    dev_sample,
+    real_records,
+)
 from recipes.common.sentence_splits import (
     SPLITS,
     draw_seconds,
@@ -119,9 +125,12 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
                  grammar: Path, real_repeat: int = 1) -> None:
     """The manifests, the grammar and the sample a user can transcribe first.
 
-    Real recordings join train and dev; their test speakers get manifests of their own
-    (test_real.jsonl: commands, test_other.jsonl: speech and noise that is no command), so
-    test.jsonl keeps measuring unseen sentences and synthetic voices. Train lists each real
+    Real recordings join train and dev. calibration.jsonl is dev with every real dev
+    recording instead of a sample, since it is scored once rather than after every epoch:
+    hundreds of non-commands, where a threshold chosen on dev's few dozen moves with them.
+    The real test speakers get manifests of their own (test_real.jsonl: commands,
+    test_other.jsonl: speech and noise that is no command), so test.jsonl keeps measuring
+    unseen sentences and synthetic voices. Train lists each real
     command `real_repeat` times, so that a few thousand people are heard beside thousands of
     synthetic utterances.
     """
@@ -132,6 +141,9 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
         synthetic = [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
         rows = synthetic + heard.get(split, [])
         save_text("".join(json.dumps(r) + "\n" for r in rows), out / f"{split}.jsonl")
+    dev = [r for r in records if r["audio_filepath"].startswith("wavs/dev/")]
+    rows = dev + real.get("calibration", [])
+    save_text("".join(json.dumps(r) + "\n" for r in rows), out / "calibration.jsonl")
     for name, kinds in (("test_real", ("command",)), ("test_other", ("other", "sentence",
                                                                      "wake_word", "noise"))):
         (out / f"{name}.jsonl").unlink(missing_ok=True)
@@ -222,13 +234,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def real_corpus(root: Path, out: Path, pools: dict[str, list[Sentence]]) -> dict[str, list[dict]]:
-    """Real recordings (`real.py`), each command word with its grammar meaning."""
+    """Real recordings (`real.py`) per split, each command word with its grammar meaning, and
+    under "calibration" every dev recording, of which "dev" is a sample."""
     known = {s.text: s for group in pools.values() for s in group}
-    real = real_records(root, out, set(known))
+    real = real_records(root, out, set(known), dev_size=None)
     for rows in real.values():
         for row in rows:
             sentence = known.get(row["text"])
             row["intent"], row["slots"] = (sentence.intent, sentence.slots) if sentence else (None, {})
+    real["calibration"], real["dev"] = real["dev"], dev_sample(real["dev"])
     return real
 
 

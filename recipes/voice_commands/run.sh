@@ -73,8 +73,9 @@ if [ -n "${MINUTES:-}" ]; then budget=("trainer.max_minutes=$MINUTES"); fi
 "$py" -m asr.train experiment="$experiment" data.root="$data" trainer.out_dir="$model" \
   trainer.resume=true "${init[@]}" "${budget[@]}" "${overrides[@]}"
 cp "$data/grammar.yaml" "$model/grammar.yaml"
-# the grammar search's rejection threshold, chosen on dev (held-out voices, real non-commands)
-"$py" -m asr.assistant.intents calibrate --model "$model" --manifest "$data/dev.jsonl"
+# the grammar search's rejection threshold, chosen on dev with all of its real recordings
+# (held-out voices, real non-commands)
+"$py" -m asr.assistant.intents calibrate --model "$model" --manifest "$data/calibration.jsonl"
 "$py" -m asr.evaluate --model "$model" --manifest "$data/test.jsonl" \
   --json "$model/test_results.json" | tee "$model/test_wer.txt"
 "$py" -m recipes.common.breakdown "$model/test_results.json" "$data/test.jsonl" engine
