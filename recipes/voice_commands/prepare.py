@@ -130,9 +130,8 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
     hundreds of non-commands, where a threshold chosen on dev's few dozen moves with them.
     The real test speakers get manifests of their own (test_real.jsonl: commands,
     test_other.jsonl: speech and noise that is no command), so test.jsonl keeps measuring
-    unseen sentences and synthetic voices. Train lists each real
-    command `real_repeat` times, so that a few thousand people are heard beside thousands of
-    synthetic utterances.
+    unseen sentences and synthetic voices. Train lists each real command `real_repeat` times,
+    so that a few thousand people are heard beside thousands of synthetic utterances.
     """
     heard = {"train": [r for r in real["train"]
                        for _ in range(real_repeat if r["kind"] == "command" else 1)],
