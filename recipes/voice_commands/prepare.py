@@ -47,7 +47,7 @@ import numpy as np
 
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
-from recipes.common import add_synthesis_options, positive, positive_hours
+from recipes.common import add_synthesis_options, positive, positive_hours, write_manifests
 from recipes.common.ownership import claim
 from recipes.common.real import (
     DEFAULT_REAL_ROOT,
@@ -133,33 +133,30 @@ def write_corpus(out: Path, records: list[dict], real: dict[str, list[dict]],
     unseen sentences and synthetic voices. Train lists each real command `real_repeat` times,
     so that a few thousand people are heard beside thousands of synthetic utterances.
     """
-    heard = {"train": [r for r in real["train"]
-                       for _ in range(real_repeat if r["kind"] == "command" else 1)],
-             "dev": real["dev"]}
-    for split in SPLITS:
-        synthetic = [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
-        rows = synthetic + heard.get(split, [])
-        save_text("".join(json.dumps(r) + "\n" for r in rows), out / f"{split}.jsonl")
-    dev = [r for r in records if r["audio_filepath"].startswith("wavs/dev/")]
-    rows = dev + real.get("calibration", [])
-    save_text("".join(json.dumps(r) + "\n" for r in rows), out / "calibration.jsonl")
-    for name, kinds in (("test_real", ("command",)), ("test_other", ("other", "sentence",
-                                                                     "wake_word", "noise"))):
+    synthetic = {split: [r for r in records if r["audio_filepath"].startswith(f"wavs/{split}/")]
+                 for split in SPLITS}
+    train = [r for r in real["train"] for _ in range(real_repeat if r["kind"] == "command" else 1)]
+    noise = [r for r in real["train"] if r["kind"] == "noise"] + coloured_noise_clips(out)
+    write_manifests(out, {"train": synthetic["train"] + train,
+                          "dev": synthetic["dev"] + real["dev"],
+                          "test": synthetic["test"],
+                          "calibration": synthetic["dev"] + real.get("calibration", []),
+                          "noise": noise,
+                          "babble": [r for r in real["train"] if r["kind"] != "noise"]},  # voices
+                    names=(*SPLITS, "calibration", "noise", "babble"))
+    people = {"test_real": [r for r in real["test"] if r["kind"] == "command"],
+              "test_other": [r for r in real["test"]
+                             if r["kind"] in ("other", "sentence", "wake_word", "noise")]}
+    for name in people:
         (out / f"{name}.jsonl").unlink(missing_ok=True)
-        rows = [r for r in real["test"] if r["kind"] in kinds]
-        if rows:
-            save_text("".join(json.dumps(r) + "\n" for r in rows), out / f"{name}.jsonl")
-    tests = [r for r in records if r["audio_filepath"].startswith("wavs/test/")]
+    write_manifests(out, people, names=[name for name, rows in people.items() if rows])
+    tests = synthetic["test"]
     clear = [r for r in tests if " " in r["text"] and (r["snr_db"] is None or r["snr_db"] >= 20)]
     sample = (clear or tests)[0]
     audio = (out / sample["audio_filepath"]).read_bytes()
     atomic_write(out / "sample.wav", lambda f: f.write(audio))
     save_text(sample["text"] + "\n", out / "sample.txt")
     save_text(grammar.read_text(encoding="utf-8"), out / "grammar.yaml")
-    noise = [r for r in real["train"] if r["kind"] == "noise"] + coloured_noise_clips(out)
-    save_text("".join(json.dumps(r) + "\n" for r in noise), out / "noise.jsonl")
-    people = [r for r in real["train"] if r["kind"] != "noise"]  # babble: real voices only
-    save_text("".join(json.dumps(r) + "\n" for r in people), out / "babble.jsonl")
 
 
 def summary(records: list[dict], real: dict[str, list[dict]], elapsed: float) -> str:
