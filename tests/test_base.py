@@ -2,7 +2,9 @@
 training steps that lower the loss, and the result shipped and loaded; the shipped names."""
 
 import json
+import random
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from asr.models import FOLDER, model_path
 from asr.transcriber import Transcriber
 from helpers import train_config
 from recipes.base import prepare, ship
+from recipes.base.text import alone_text
 from recipes.common import kokoro
 from recipes.common.voices import Voice
 
@@ -209,3 +212,29 @@ def test_a_run_whose_weights_were_kept_is_told_from_one_still_to_keep(tmp_path, 
     with pytest.raises(SystemExit) as caught:
         ship.main(["--kept-from", "exp/other", "--out", str(latest)])
     assert caught.value.code == 1
+
+
+def test_the_alone_draw_gives_the_digits_half_of_the_time():
+    from recipes.base.text import ALONE_SHARES
+    from recipes.common.synthesis import expected_seconds
+
+    drawn = prepare.draw_lines(alone_text()["train"], 600.0, random.Random(0), ALONE_SHARES)
+    seconds = Counter()
+    for line in drawn:
+        seconds[line.source] += expected_seconds(line.text)
+    assert set(seconds) == {"alone:digits", "alone:words"}
+    assert 300 <= seconds["alone:digits"] < 302 and 300 <= seconds["alone:words"] < 302
+    digits = Counter(line.text for line in drawn if line.source == "alone:digits")
+    assert max(digits.values()) - min(digits.values()) <= 1  # every digit once before any twice
+
+
+@needs_kokoro
+def test_the_alone_corpus_says_single_words_and_no_real_people(tmp_path):
+    out = tmp_path / "alone"
+    prepare.main(["--out", str(out), "--text", "alone", "--hours", "0.004", "--voices", VOICES,
+                  "--jobs", "1"])  # the default --real-root: its people stay out all the same
+    train = [r for r in rows(out / "train.jsonl") if r.get("kind") != "noise"]
+    words = {line.text for line in alone_text()["train"]}
+    assert train and {r["engine"] for r in train} <= {"kokoro", "espeak-ng"}
+    assert {r["text"] for r in train} <= words
+    assert rows(out / "test_words.jsonl") == rows(out / "babble.jsonl") == []

@@ -152,3 +152,14 @@ def test_source_counts_follow_the_shares():
     assert text.source_counts(lines, 1000) == {"domains": 333, "grammar:a": 233, "grammar:b": 233,
                                                "words": 200}
     assert sum(text.SOURCE_SHARES.values()) == pytest.approx(1.0)
+
+
+def test_alone_text_says_each_command_word_alone_in_every_split():
+    alone = text.alone_text()
+    assert alone["train"] == alone["dev"] == alone["test"]
+    spoken = {line.text: line.source for line in alone["train"]}
+    assert len(alone["train"]) == len(spoken) == 35
+    assert set(spoken) == set(corpora.COMMANDS) | set(corpora.AUXILIARY)
+    assert {word for word, source in spoken.items() if source == "alone:digits"} == set(corpora.DIGITS)
+    assert set(spoken.values()) == {"alone:digits", "alone:words"}
+    assert sum(text.ALONE_SHARES.values()) == pytest.approx(1.0)

@@ -3,6 +3,10 @@ every real person of `../shared/data` with what they really said.
 
     python -m recipes.base.prepare --out data/base
     python -m recipes.base.prepare --out data/base --hours 0.02 --no-kokoro   # a toy corpus
+    python -m recipes.base.prepare --out data/base_alone --text alone --hours 0.4
+
+The second form says only the one-word commands, each alone (`recipes.base.text.alone_text`),
+with no real people: a corpus that `recipes.base.merge` joins to the broad ones.
 
 The text (`recipes.base.text`) spans every grammar of the project and of `../shared/data`
 (their training sentences only), a grammar of requests across many domains, book prompts,
@@ -46,7 +50,7 @@ import numpy as np
 
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Sentence
-from recipes.base.text import SOURCE_SHARES, Line, corpus_text
+from recipes.base.text import ALONE_SHARES, SOURCE_SHARES, Line, alone_text, corpus_text
 from recipes.common import SPLITS, add_synthesis_options, hash_split, positive_hours
 from recipes.common.corpora import CATHY_DEV_PERCENT, CATHY_TEST_PERCENT, SALT, arctic_utterances
 from recipes.common.ownership import claim
@@ -71,19 +75,20 @@ def family(source: str) -> str:
     return source.partition(":")[0]
 
 
-def draw_lines(lines: list[Line], seconds: float, rng: random.Random) -> list[Line]:
-    """Lines for `seconds` of expected speech: each family of sources gets its SOURCE_SHARES
-    of them, split evenly among its sources, and each source is drawn in reshuffled passes
-    (every line once before any twice)."""
+def draw_lines(lines: list[Line], seconds: float, rng: random.Random,
+               shares: dict[str, float] = SOURCE_SHARES) -> list[Line]:
+    """Lines for `seconds` of expected speech: each family of sources gets its `shares` of
+    them, split evenly among its sources, and each source is drawn in reshuffled passes (every
+    line once before any twice)."""
     by_source: dict[str, list[Line]] = defaultdict(list)
     for line in lines:
         by_source[line.source].append(line)
     members = Counter(family(source) for source in by_source)
-    total = sum(SOURCE_SHARES.get(name, 0.0) for name in members)
+    total = sum(shares.get(name, 0.0) for name in members)
     drawn = []
     for source, group in sorted(by_source.items()):
         name = family(source)
-        budget = seconds * SOURCE_SHARES.get(name, 0.0) / total / members[name]
+        budget = seconds * shares.get(name, 0.0) / total / members[name]
         order: list[Line] = []
         spent = 0.0
         while spent < budget:
@@ -97,12 +102,12 @@ def draw_lines(lines: list[Line], seconds: float, rng: random.Random) -> list[Li
 
 
 def plan(text: dict[str, list[Line]], voices: dict[str, list[Voice]], hours: float, seed: int,
-         sample_rate: int, out: Path) -> list[Job]:
+         sample_rate: int, out: Path, shares: dict[str, float] = SOURCE_SHARES) -> list[Job]:
     """Every utterance to synthesise: its split, sentence and voice."""
     jobs = []
     for split_index, split in enumerate(SPLITS):
         seconds = 3600 * hours * HELD_OUT_SHARES.get(split, 1.0)
-        lines = draw_lines(text[split], seconds, random.Random(f"{seed}:{split}"))
+        lines = draw_lines(text[split], seconds, random.Random(f"{seed}:{split}"), shares)
         for index, line in enumerate(lines):
             rng = np.random.default_rng([seed, split_index, index, 1])
             voice = choose_voice(voices[split], split, rng)
@@ -220,6 +225,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hours", type=positive_hours, default=3.0,
                         help="hours of synthetic training speech (default: %(default)s)")
     add_synthesis_options(parser, DEFAULT_REAL_ROOT)
+    parser.add_argument("--text", choices=("broad", "alone"), default="broad",
+                        help="broad: every source of recipes.base.text, with the real people; "
+                             "alone: the one-word commands, each said alone, without them")
     parser.add_argument("--no-kokoro", dest="kokoro", action="store_false",
                         help="leave out Kokoro's voices even when tools/setup_kokoro.sh set them up")
     parser.add_argument("--voices", type=lambda text: set(text.split(",")),
@@ -233,9 +241,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     claim(args.out, "base", [f"wavs/{split}" for split in SPLITS])
     start = time.monotonic()
-    use_real = args.real_root is not None and str(args.real_root) != "none"
+    use_real = (args.text == "broad" and args.real_root is not None
+                and str(args.real_root) != "none")
     real_root = args.real_root if use_real else None
-    text = corpus_text(real_root, args.seed)
+    text = corpus_text(real_root, args.seed) if args.text == "broad" else alone_text()
+    shares = SOURCE_SHARES if args.text == "broad" else ALONE_SHARES
     voices = chosen_voices(discover_voices(kokoro=args.kokoro), args.voices)
     real = real_corpus(real_root, args.out) if use_real else {split: [] for split in SPLITS}
     wanted = settings(args, voices, text, real)
@@ -249,7 +259,8 @@ def main(argv: list[str] | None = None) -> None:
         if wavs.exists():
             shutil.rmtree(wavs)
         wavs.mkdir(parents=True)
-    jobs = plan(text, voices_per_split(voices), args.hours, args.seed, args.sample_rate, args.out)
+    jobs = plan(text, voices_per_split(voices), args.hours, args.seed, args.sample_rate, args.out,
+                shares)
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
     before = STATS["synthesised"]
     try:

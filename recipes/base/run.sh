@@ -5,6 +5,7 @@
 #   bash recipes/base/run.sh                  # prepare, train on, score, keep as the latest round
 #   bash recipes/base/run.sh MINUTES=100      # the training's time budget
 #   bash recipes/base/run.sh SEEDS=0,1        # train on two corpora of other sentences and voices
+#   bash recipes/base/run.sh ALONE=0          # without the corpus of one-word commands said alone
 #   bash recipes/base/run.sh HOURS=0.05 MINUTES=2 model=tiny INIT=none LATEST=0   # a toy run
 #   bash recipes/base/run.sh trainer.num_threads=1            # other arguments: Hydra overrides
 #
@@ -18,15 +19,19 @@
 # the packaged model, which the base-model issue allows once per issue. SEEDS=0,1,... prepares
 # one corpus per seed (data/base, data/base_s1, ...; the synthesis cache keeps what a seed made
 # before) and trains on them merged (data/base_all): more sentences and voices than one corpus.
+# Beside them, data/base_alone says Speech Commands' words and the digits each alone, in
+# ALONE hours (default: a quarter of HOURS; 0: none): people say commands alone, and the broad
+# text says them mostly inside sentences.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hours=1.5 minutes="" seeds=0 init=latest ship=0 latest=1 experiment=""
+hours=1.5 minutes="" seeds=0 alone="" init=latest ship=0 latest=1 experiment=""
 overrides=()
 for arg in "$@"; do
   case $arg in
     HOURS=*) hours=${arg#HOURS=} ;;
     MINUTES=*) minutes=${arg#MINUTES=} ;;
     SEEDS=*) seeds=${arg#SEEDS=} ;;
+    ALONE=*) alone=${arg#ALONE=} ;;
     INIT=*) init=${arg#INIT=} ;;
     SHIP=*) ship=${arg#SHIP=} ;;
     LATEST=*) latest=${arg#LATEST=} ;;
@@ -49,6 +54,15 @@ for seed in ${seeds//,/ }; do
   "$py" -m recipes.base.prepare --out "$corpus" --hours "$hours" --seed "$seed"
   corpora+=("$corpus")
 done
+[ -n "$alone" ] || alone=$(awk "BEGIN { print $hours / 4 }")
+if ! [[ $alone =~ ^[0-9]*\.?[0-9]+$ ]]; then
+  echo "error: ALONE=$alone: not a number of hours" >&2
+  exit 2
+fi
+if awk "BEGIN { exit !($alone > 0) }"; then
+  "$py" -m recipes.base.prepare --out "${data}_alone" --text alone --hours "$alone"
+  corpora+=("${data}_alone")
+fi
 data=${corpora[0]}
 if [ ${#corpora[@]} -gt 1 ]; then
   data=${corpora[0]}_all

@@ -62,6 +62,9 @@ LETTER_LINES = 3000
 # unseen words, then the numbers and letters that every grammar may use.
 SOURCE_SHARES = {"grammar": 0.35, "domains": 0.25, "read": 0.10, "wuw": 0.05, "words": 0.15,
                  "numbers": 0.06, "letters": 0.04}
+# The shares of `alone_text`, a corpus of its own: the digits get half, Speech Commands' other
+# 25 words the other half (the digits are where people's commands fail most).
+ALONE_SHARES = {"alone": 1.0}
 
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _VOWEL = re.compile(r"[aeiouy]")
@@ -109,6 +112,16 @@ def corpus_text(real_root: Path | None, seed: int = 0) -> Splits:
     heard = vocabulary(others["train"])
     word_split = {word: "train" if word in heard else split for word, split in word_split.items()}
     return disjoint([others, word_lines(word_split, seed)], held_out)
+
+
+def alone_text() -> Splits:
+    """The one-word commands people say, each alone: Speech Commands' 35 words, the digits
+    among them, which the broad text says mostly inside sentences. Every split says the same
+    words; a split's voices are its own, so dev and test hear them in held-out voices."""
+    words = sorted(set(corpora.COMMANDS + corpora.AUXILIARY) - set(DIGITS))
+    lines = [Line(word, "alone:digits") for word in DIGITS]
+    lines += [Line(word, "alone:words") for word in words]
+    return {split: list(lines) for split in SPLITS}
 
 
 def grammar_lines(path: Path, seed: int) -> tuple[list[Line], set[str]]:
