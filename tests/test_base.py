@@ -17,7 +17,7 @@ from asr.models import FOLDER, model_path
 from asr.transcriber import Transcriber
 from helpers import train_config
 from recipes.base import prepare, ship
-from recipes.base.text import alone_text
+from recipes.base.text import ALONE_SHARES, alone_text
 from recipes.common import kokoro
 from recipes.common.voices import Voice
 
@@ -215,7 +215,6 @@ def test_a_run_whose_weights_were_kept_is_told_from_one_still_to_keep(tmp_path, 
 
 
 def test_the_alone_draw_gives_the_digits_half_of_the_time():
-    from recipes.base.text import ALONE_SHARES
     from recipes.common.synthesis import expected_seconds
 
     drawn = prepare.draw_lines(alone_text()["train"], 600.0, random.Random(0), ALONE_SHARES)

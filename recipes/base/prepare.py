@@ -241,11 +241,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     claim(args.out, "base", [f"wavs/{split}" for split in SPLITS])
     start = time.monotonic()
-    use_real = (args.text == "broad" and args.real_root is not None
-                and str(args.real_root) != "none")
+    broad = args.text == "broad"
+    use_real = broad and args.real_root is not None and str(args.real_root) != "none"
     real_root = args.real_root if use_real else None
-    text = corpus_text(real_root, args.seed) if args.text == "broad" else alone_text()
-    shares = SOURCE_SHARES if args.text == "broad" else ALONE_SHARES
+    text, shares = ((corpus_text(real_root, args.seed), SOURCE_SHARES) if broad
+                    else (alone_text(), ALONE_SHARES))
     voices = chosen_voices(discover_voices(kokoro=args.kokoro), args.voices)
     real = real_corpus(real_root, args.out) if use_real else {split: [] for split in SPLITS}
     wanted = settings(args, voices, text, real)
