@@ -159,8 +159,9 @@ def remove_partial_files(directory: Path, names: str) -> list[Path]:
 
 
 def save_torch(obj, path: Path) -> None:
-    """`torch.save` through `atomic_write`. torch's zip writer turns the file's OSError (a full
-    disk) into a RuntimeError of its own; the OSError is raised instead, naming `path`."""
+    """`torch.save` through `atomic_write`. torch's zip writer turns what cut a write short (a
+    full disk's OSError, a Ctrl-C's KeyboardInterrupt) into a RuntimeError of its own when it
+    closes the archive; the original is raised instead (an OSError naming `path`)."""
     def write(f) -> None:
         recorder = _WriteErrors(f)
         try:
@@ -173,7 +174,7 @@ def save_torch(obj, path: Path) -> None:
 
 
 class _WriteErrors:
-    """A file's `write` (what torch.save calls), remembering the OSError it raised."""
+    """A file's `write` (what torch.save calls), remembering what it raised."""
 
     def __init__(self, file) -> None:
         self.file, self.error = file, None
@@ -181,7 +182,7 @@ class _WriteErrors:
     def write(self, data) -> int:
         try:
             return self.file.write(data)
-        except OSError as err:
+        except BaseException as err:
             self.error = err
             raise
 

@@ -189,6 +189,39 @@ def test_a_full_disk_at_a_later_save_keeps_the_state_saved_before(tmp_path, mani
     assert resumed.fit().epoch == 1
 
 
+def test_ctrl_c_inside_a_save_is_a_keyboard_interrupt_and_keeps_the_old_file(tmp_path,
+                                                                             monkeypatch):
+    """A Ctrl-C that lands in one of torch.save's writes makes its zip writer fail on closing
+    (a RuntimeError, "unexpected pos"); the KeyboardInterrupt is what comes out, so training
+    ends in its one interrupted line, and the file saved before is untouched."""
+    import asr.checkpoint as checkpoint
+
+    path = tmp_path / "checkpoint.pt"
+    save_torch({"step": 1, "weights": torch.zeros(4096)}, path)
+
+    class CtrlC:
+        """The temporary file, interrupted after its first kilobyte."""
+
+        def __init__(self, file) -> None:
+            self.file, self.written = file, 0
+
+        def write(self, data) -> int:
+            self.written += len(data)
+            if self.written > 1024:
+                raise KeyboardInterrupt
+            return self.file.write(data)
+
+        def flush(self) -> None:
+            self.file.flush()
+
+    monkeypatch.setattr(checkpoint, "atomic_write", lambda where, write: atomic_write(
+        where, lambda f: write(CtrlC(f))))
+    with pytest.raises(KeyboardInterrupt):
+        save_torch({"step": 2, "weights": torch.ones(4096)}, path)
+    assert load_torch(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+
+
 def test_a_missing_logger_is_refused_before_anything_is_written(tmp_path, manifest, monkeypatch):
     """trainer.logger=tensorboard without tensorboard used to fail after checkpoint.pt,
     model.pt and train.lock were written, and the run with logger=csv was then refused."""
