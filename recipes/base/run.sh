@@ -12,9 +12,10 @@
 # Training resumes exp/base when it holds a run that has not yet become the latest round; a
 # fresh exp/base (or one whose round is the latest already, moved aside) trains on from the newest
 # round's weights, ASR_BASE_LATEST (default ~/.cache/asr/base/latest: outside the repository,
-# since models do not belong in it, and outside exp/, which a fresh checkout lacks), with
-# experiment=base_conv_more; INIT=none starts from scratch (experiment=base_conv), INIT=DIR
-# from another model directory of the conv2d kind. The result is scored on every target
+# since models do not belong in it, and outside exp/, which a fresh checkout lacks), or, on a
+# machine without it, from the packaged model (asr/models/base) when that is of the conv2d
+# kind, with experiment=base_conv_more; INIT=none starts from scratch (experiment=base_conv),
+# INIT=DIR from another model directory of the conv2d kind. The result is scored on every target
 # (recipes/base/score.sh) and written to ASR_BASE_LATEST (LATEST=0: not); SHIP=1 also makes it
 # the packaged model, which the base-model issue allows once per issue. SEEDS=0,1,... prepares
 # one corpus per seed (data/base, data/base_s1, ...; the synthesis cache keeps what a seed made
@@ -79,7 +80,12 @@ fi
 start=()
 if [ "$init" = latest ]; then
   init=$newest
-  if [ ! -f "$newest/model.pt" ]; then init=none; fi
+  if [ ! -f "$newest/model.pt" ]; then
+    # A machine without the latest round (a fresh one) trains on from the packaged round, the
+    # one that outlives machines, when it is of this recipe's conv2d kind.
+    init=none
+    if grep -q '^  subsampling: conv2d$' asr/models/base/config.yaml; then init=asr/models/base; fi
+  fi
 fi
 if [ ! -f "$model/checkpoint.pt" ] && [ "$init" != none ]; then
   start=("trainer.init_from=$init")
