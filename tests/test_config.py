@@ -112,7 +112,17 @@ def test_beam_and_greedy_state_only_their_differences():
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if "finetune" in e])
 def test_a_finetune_experiment_has_its_starts_front_end_and_network(name):
+    """A start that is a packaged model (base) is checked against its weights, as training
+    checks it; one that is another experiment's run against that experiment."""
+    from asr.models import NAMES
+    from asr.training.pretrained import fixed_settings, load
+
     tuned = composed(f"experiment={name}")
+    if tuned.trainer.init_from in NAMES:
+        model, _ = load(tuned.trainer.init_from)
+        assert [(section, key, tuned[section][key]) for section, key, _ in
+                fixed_settings(model)] == fixed_settings(model)
+        return
     start = composed(f"experiment={Path(tuned.trainer.init_from).name}")
     assert tuned.features == start.features
     assert tuned.model == start.model
