@@ -143,6 +143,23 @@ def test_an_out_dir_that_is_a_file_is_refused_before_any_work(tmp_path, manifest
     assert (tmp_path / "model").read_text() == "notes"
 
 
+class CutShort:
+    """A temporary file whose writes past its first kilobyte raise `error` (a full disk's
+    OSError, a Ctrl-C's KeyboardInterrupt)."""
+
+    def __init__(self, file, error: BaseException) -> None:
+        self.file, self.error, self.written = file, error, 0
+
+    def write(self, data) -> int:
+        self.written += len(data)
+        if self.written > 1024:
+            raise self.error
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
 def test_a_full_disk_at_a_later_save_keeps_the_state_saved_before(tmp_path, manifest, monkeypatch):
     """The state saved at the start survives a checkpoint write that finds the disk full
     (torch's zip writer meets the OSError and raises a RuntimeError of its own); the run ends
@@ -152,25 +169,11 @@ def test_a_full_disk_at_a_later_save_keeps_the_state_saved_before(tmp_path, mani
 
     saved = []
 
-    class Full:
-        """The temporary file, full after its first kilobyte."""
-
-        def __init__(self, file) -> None:
-            self.file, self.written = file, 0
-
-        def write(self, data) -> int:
-            self.written += len(data)
-            if self.written > 1024:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            return self.file.write(data)
-
-        def flush(self) -> None:
-            self.file.flush()
-
     def save_or_fill(obj, path):
         if saved:  # every save after the first finds the disk full
             monkeypatch.setattr(checkpoint, "atomic_write", lambda where, write: atomic_write(
-                where, lambda f: write(Full(f))))
+                where, lambda f: write(CutShort(f, OSError(errno.ENOSPC, "No space left on "
+                                                                "device")))))
         save_torch(obj, path)
         saved.append(path)
 
@@ -199,23 +202,8 @@ def test_ctrl_c_inside_a_save_is_a_keyboard_interrupt_and_keeps_the_old_file(tmp
     path = tmp_path / "checkpoint.pt"
     save_torch({"step": 1, "weights": torch.zeros(4096)}, path)
 
-    class CtrlC:
-        """The temporary file, interrupted after its first kilobyte."""
-
-        def __init__(self, file) -> None:
-            self.file, self.written = file, 0
-
-        def write(self, data) -> int:
-            self.written += len(data)
-            if self.written > 1024:
-                raise KeyboardInterrupt
-            return self.file.write(data)
-
-        def flush(self) -> None:
-            self.file.flush()
-
     monkeypatch.setattr(checkpoint, "atomic_write", lambda where, write: atomic_write(
-        where, lambda f: write(CtrlC(f))))
+        where, lambda f: write(CutShort(f, KeyboardInterrupt()))))
     with pytest.raises(KeyboardInterrupt):
         save_torch({"step": 2, "weights": torch.ones(4096)}, path)
     assert load_torch(path)["step"] == 1
