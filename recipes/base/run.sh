@@ -84,7 +84,11 @@ if [ "$init" = latest ]; then
     # A machine without the latest round (a fresh one) trains on from the packaged round, the
     # one that outlives machines, when it is of this recipe's conv2d kind.
     init=none
-    if grep -q '^  subsampling: conv2d$' asr/models/base/config.yaml; then init=asr/models/base; fi
+    packaged=asr/models/base
+    if "$py" -m asr.training.pretrained "$packaged" | grep -x 'model.subsampling=conv2d' \
+        >/dev/null; then
+      init=$packaged
+    fi
   fi
 fi
 if [ ! -f "$model/checkpoint.pt" ] && [ "$init" != none ]; then
