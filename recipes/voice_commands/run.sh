@@ -7,15 +7,15 @@
 #   bash recipes/voice_commands/run.sh GRAMMAR=coffee.yaml    # your commands: data/coffee, exp/coffee
 #   bash recipes/voice_commands/run.sh                        # the default grammar (commands.yaml)
 #   bash recipes/voice_commands/run.sh MINUTES=30             # training's time budget
-#   bash recipes/voice_commands/run.sh INIT=base GRAMMAR=...  # fine-tune the shipped base model
-#   bash recipes/voice_commands/run.sh INIT=DIR GRAMMAR=...   # or any model directory (its network)
+#   bash recipes/voice_commands/run.sh INIT=none GRAMMAR=...  # from scratch, not from the base
+#   bash recipes/voice_commands/run.sh INIT=DIR GRAMMAR=...   # or from any model directory
 #   bash recipes/voice_commands/run.sh trainer.max_epochs=5   # other arguments: Hydra overrides
 #
-# By default the model is trained from scratch (conf/experiment/voice_commands.yaml: 13 epochs,
-# 18 minutes at most, 4.1 hours of synthetic speech). INIT=base (or a model directory)
-# fine-tunes the shipped base model instead (conf/experiment/grammar_finetune.yaml: 4 epochs,
-# 5 minutes at most, HOURS=0.6): the default once the base hears sentences
-# (recipes/base/RESULTS.md: today it hears single words only).
+# Your grammar (GRAMMAR=) fine-tunes the shipped base model (INIT=base, its network and front
+# end; conf/experiment/grammar_finetune.yaml: 4 epochs, 5 minutes at most, HOURS=0.6): it
+# starts from a model that hears English already (recipes/base/RESULTS.md). The default
+# grammar, and INIT=none, train the default voice-command model from scratch
+# (conf/experiment/voice_commands.yaml: 13 epochs, 18 minutes at most, 4.1 hours of speech).
 # After each epoch training prints its speed and when it will end; the last line says whether
 # the model is done, or stopped at its budget before converging and how to continue.
 # The model directory carries its grammar (grammar.yaml), so `asr-demo model_dir=DIR` and
@@ -39,6 +39,7 @@ for arg in "$@"; do
   esac
 done
 grammar=${GRAMMAR:-$grammar}
+if [ -z "${INIT:-}" ] && [ "$grammar" != recipes/voice_commands/commands.yaml ]; then INIT=base; fi
 if [ "${MINUTES:-}" = none ]; then MINUTES=null; fi
 name=voice_commands experiment=voice_commands hours=${HOURS:-4.1}
 [ "$grammar" = recipes/voice_commands/commands.yaml ] || name=$(basename "${grammar%.*}")
