@@ -141,6 +141,10 @@ def test_hours_heard_follow_averaged_weights_runs_and_shipped_weights_they_start
     (shipped / "TRAINING.json").write_text(json.dumps({"total_audio_hours_heard": 250.0}))
     third = run("third", 2, str(shipped))
     assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
+    (shipped / "TRAINING.json").write_text(json.dumps(  # the third's result, kept where it began
+        {"source": str(third / "averaged"), "audio_hours_heard": 1.0,
+         "total_audio_hours_heard": 251.0}))
+    assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
     (shipped / "TRAINING.json").write_text("{}")
     with pytest.raises(SystemExit) as caught:
         ship.trained_for(third / "averaged", corpus)

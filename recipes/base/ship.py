@@ -62,20 +62,26 @@ def trained_for(model_dir: Path, corpus: Path) -> dict:
     heard = {"epochs": len(epochs), "steps": steps, "corpus_train_hours": round(train_hours, 2),
              "audio_hours_heard": round(len(epochs) * train_hours, 1)}
     started = OmegaConf.load(model_dir / CONFIG).get("trainer", {}).get("init_from")
-    heard["total_audio_hours_heard"] = round(heard_before(started) + heard["audio_hours_heard"], 1)
+    heard["total_audio_hours_heard"] = round(
+        heard_before(started, model_dir) + heard["audio_hours_heard"], 1)
     return heard
 
 
-def heard_before(started: str | None) -> float:
+def heard_before(started: str | None, model_dir: Path) -> float:
     """Hours of audio the weights a run started from (its trainer.init_from) had heard: a
     shipped model's (its TRAINING.json; "base" is the package's), another run's model directory's
-    (from its own run), or 0 from scratch or where that is no longer known."""
+    (from its own run), or 0 from scratch or where that is no longer known. A shipped folder
+    that holds this run's own result already (run.sh keeps a round where the next one starts
+    from) counts what it had heard before this run: its total less this run's hours."""
     source = FOLDER / "base" if started == "base" else Path(started) if started else None
     if source is None:
         return 0.0
     if (source / TRAINING).is_file():
         try:
-            return float(json.loads((source / TRAINING).read_text())["total_audio_hours_heard"])
+            saved = json.loads((source / TRAINING).read_text())
+            total = float(saved["total_audio_hours_heard"])
+            return total - float(saved["audio_hours_heard"]) if shipped_from(source, model_dir) \
+                else total
         except (OSError, ValueError, KeyError, TypeError) as err:
             sys.exit(f"error: {source / TRAINING}: no hours heard in it ({err})")
     if not (source / METRICS).is_file() or not (source / CONFIG).is_file():
