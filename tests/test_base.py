@@ -12,7 +12,8 @@ import pytest
 import soundfile as sf
 import torch
 
-from asr.checkpoint import WEIGHTS
+from asr.assistant.intents.calibration import grammar_digest
+from asr.checkpoint import WEIGHTS, ModelDirError
 from asr.models import FOLDER, model_path
 from asr.transcriber import Transcriber
 from helpers import train_config
@@ -241,3 +242,21 @@ def test_the_alone_corpus_says_single_words_and_no_real_people(tmp_path):
     assert train and {r["engine"] for r in train} <= {"kokoro", "espeak-ng"}
     assert {r["text"] for r in train} <= words
     assert rows(out / "test_words.jsonl") == rows(out / "babble.jsonl") == []
+
+
+def test_a_shipped_calibration_names_the_shipped_grammar_and_must_hold_for_it(tmp_path):
+    scored = tmp_path / "candidate"
+    scored.mkdir()
+    with pytest.raises(ModelDirError, match="intents.json: no such calibration"):
+        ship.calibration_for(scored, tmp_path / "out")
+    calibration = {"min_confidence": 0.36, "grammar": str(scored / "grammar.yaml"),
+                   "grammar_sha256": grammar_digest(ship.DEFAULT_GRAMMAR), "dev": {"commands": 7}}
+    (scored / "intents.json").write_text(json.dumps(calibration))
+    shipped = json.loads(ship.calibration_for(scored, tmp_path / "out"))
+    assert shipped == {**calibration, "grammar": str(tmp_path / "out" / "grammar.yaml")}
+    (scored / "intents.json").write_text(json.dumps({**calibration, "grammar_sha256": "0" * 16}))
+    with pytest.raises(ModelDirError, match="calibrated for another grammar than"):
+        ship.calibration_for(scored, tmp_path / "out")
+    (scored / "intents.json").write_text(json.dumps({**calibration, "min_confidence": 3}))
+    with pytest.raises(ModelDirError, match=r"min_confidence must be a number in \[0, 1\]"):
+        ship.calibration_for(scored, tmp_path / "out")

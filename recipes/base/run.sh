@@ -107,12 +107,8 @@ bash recipes/base/score.sh "$weights" "$data" "$model/candidate"
 
 keep() {  # OUT: the scored candidate's shipped form (weights, calibration, TRAINING.json) there
   "$py" -m recipes.base.ship --model "$weights" --corpus "$data" --out "$1" \
+    --calibration "$model/candidate" \
     --continue-with "bash recipes/base/run.sh  # trains on from $newest"
-  # The calibration, with the grammar it names as the kept folder's own copy (the same file).
-  "$py" -c 'import json, sys
-saved = json.load(open(sys.argv[1]))
-json.dump({**saved, "grammar": sys.argv[2] + "/grammar.yaml"}, open(sys.argv[2] + "/intents.json", "w"), indent=1)
-' "$model/candidate/intents.json" "$1"
 }
 if [ "$latest" = 1 ]; then keep "$newest"; fi
 if [ "$ship" = 1 ]; then keep asr/models/base; fi

@@ -1,14 +1,17 @@
 """Ship a trained base model inside the package: `asr/models/base`.
 
-    python -m recipes.base.ship --model exp/base --corpus data/base [--out asr/models/base]
+    python -m recipes.base.ship --model exp/base --corpus data/base [--out asr/models/base] \
+        [--calibration exp/base/candidate]
     python -m recipes.base.ship --kept-from exp/base --out ~/.cache/asr/base/latest   # exit 0: yes
 
 Weight matrices are stored in fp16 (half the bytes; decoding casts them back to fp32, and the
 transcripts of the test manifests are checked against the fp32 model's before anything is
 written), everything else (biases, norms, CMVN statistics) in fp32. Beside the weights go the
 config, the tokenizer, the default voice-command grammar (so `asr-demo` and `asr-intents`
-work with no grammar given) and TRAINING.json: what the model was trained on, for how many
-steps and hours of audio, and the command that continues its training.
+work with no grammar given), its calibration for that grammar when one is given (the
+intents.json that recipes/base/score.sh wrote beside the scored candidate) and TRAINING.json:
+what the model was trained on, for how many steps and hours of audio, and the command that
+continues its training.
 """
 
 import argparse
@@ -22,7 +25,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from asr.assistant.intents.calibration import calibrated_confidence, grammar_digest
 from asr.checkpoint import (
+    CALIBRATION_FILE,
     CONFIG,
     METRICS,
     TOKENIZER,
@@ -105,7 +110,22 @@ def same_transcripts(fp32: Path, fp16: Path, corpus: Path) -> tuple[int, int]:
     return len(files), sum(a != b for a, b in zip(*texts, strict=True))
 
 
-def ship(model_dir: Path, corpus: Path, out: Path, command: str) -> dict:
+def calibration_for(scored: Path, out: Path) -> str:
+    """The scored candidate's calibration (SCORED/intents.json), as the shipped folder's: it
+    must hold for the default grammar, which the folder ships as its own grammar.yaml."""
+    path = scored / CALIBRATION_FILE
+    if not path.is_file():
+        raise ModelDirError(f"{path}: no such calibration")
+    value = calibrated_confidence(scored, DEFAULT_GRAMMAR)  # a bad file: a one-line error
+    saved = json.loads(path.read_text())
+    if saved.get("grammar_sha256") != grammar_digest(DEFAULT_GRAMMAR):
+        raise ModelDirError(f"{path}: calibrated for another grammar than {DEFAULT_GRAMMAR}")
+    return json.dumps({**saved, "min_confidence": value, "grammar": str(out / "grammar.yaml")},
+                      indent=1) + "\n"
+
+
+def ship(model_dir: Path, corpus: Path, out: Path, command: str,
+         calibration: Path | None = None) -> dict:
     """Write the shipped folder next to `out`, check it, then put it in place."""
     model, _, _ = load_model_dir(model_dir)
     out.parent.mkdir(parents=True, exist_ok=True)  # e.g. ~/.cache/asr/base on a fresh machine
@@ -116,6 +136,8 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str) -> dict:
         for name in (CONFIG, TOKENIZER):
             shutil.copyfile(model_dir / name, staging / name)
         shutil.copyfile(DEFAULT_GRAMMAR, staging / "grammar.yaml")
+        if calibration is not None:
+            save_text(calibration_for(calibration, out), staging / CALIBRATION_FILE)
         size = (staging / WEIGHTS).stat().st_size
         if size > MAX_BYTES:
             raise SystemExit(f"error: {model_dir}: {size / 2**20:.1f} MB of weights in fp16, over the "
@@ -153,6 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=FOLDER / "base")
     parser.add_argument("--continue-with", default=CONTINUE,
                         help="the command that trains these weights on, for TRAINING.json")
+    parser.add_argument("--calibration", type=Path, metavar="SCORED",
+                        help="ship the intents.json that score.sh wrote into SCORED")
     parser.add_argument("--kept-from", type=Path, metavar="RUN",
                         help="ship nothing: exit 0 when --out's weights came from the run "
                              "directory RUN, 1 when not")
@@ -162,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.model is None or args.corpus is None:
         parser.error("--model and --corpus are required")
     try:
-        info = ship(args.model, args.corpus, args.out, args.continue_with)
+        info = ship(args.model, args.corpus, args.out, args.continue_with, args.calibration)
     except ModelDirError as err:
         sys.exit(f"error: {err}")
     print(json.dumps(info, indent=1))
