@@ -85,8 +85,9 @@ def heard_before(started: str | None, model_dir: Path) -> float:
         try:
             saved = json.loads((source / TRAINING).read_text())
             total = float(saved["total_audio_hours_heard"])
-            return total - float(saved["audio_hours_heard"]) if shipped_from(source, model_dir) \
-                else total
+            if came_from(saved, model_dir):
+                return total - float(saved["audio_hours_heard"])
+            return total
         except (OSError, ValueError, KeyError, TypeError) as err:
             sys.exit(f"error: {source / TRAINING}: no hours heard in it ({err})")
     if not (source / METRICS).is_file() or not (source / CONFIG).is_file():
@@ -157,13 +158,20 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str,
 
 
 def shipped_from(shipped: Path, run_dir: Path) -> bool:
-    """Whether the shipped folder's weights are the run's (its TRAINING.json's source is the
-    run directory or a folder in it, such as its averaged weights): the run has ended and
-    its result is kept, so training more means a new run, not resuming this one."""
+    """Whether the shipped folder's weights are the run's: the run has ended and its result
+    is kept, so training more means a new run, not resuming this one."""
     try:
-        source = json.loads((shipped / TRAINING).read_text())["source"]
-        kept = Path(source).resolve()
-    except (OSError, ValueError, KeyError, TypeError):
+        return came_from(json.loads((shipped / TRAINING).read_text()), run_dir)
+    except (OSError, ValueError):
+        return False
+
+
+def came_from(training: object, run_dir: Path) -> bool:
+    """Whether a TRAINING.json's weights are the run's (its source is the run directory or a
+    folder in it, such as its averaged weights)."""
+    try:
+        kept = Path(training["source"]).resolve()
+    except (KeyError, TypeError):
         return False
     return run_dir.resolve() in (kept, kept.parent)
 

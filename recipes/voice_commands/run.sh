@@ -27,7 +27,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
-grammar=recipes/voice_commands/commands.yaml
+default=recipes/voice_commands/commands.yaml
+grammar=$default
 overrides=()
 for arg in "$@"; do
   case $arg in
@@ -39,10 +40,11 @@ for arg in "$@"; do
   esac
 done
 grammar=${GRAMMAR:-$grammar}
-if [ -z "${INIT:-}" ] && [ "$grammar" != recipes/voice_commands/commands.yaml ]; then INIT=base; fi
 if [ "${MINUTES:-}" = none ]; then MINUTES=null; fi
 name=voice_commands experiment=voice_commands hours=${HOURS:-4.1}
-[ "$grammar" = recipes/voice_commands/commands.yaml ] || name=$(basename "${grammar%.*}")
+if [ "$grammar" != "$default" ]; then  # your grammar: its own folders, fine-tuned from the base
+  name=$(basename "${grammar%.*}") INIT=${INIT:-base}
+fi
 case $name in  # the corpus and model folders are data/NAME and exp/NAME
   '' | .* | *[!A-Za-z0-9_.-]*)
     echo "error: GRAMMAR=$grammar: its file name makes no folder name (data/$name); name the" \
