@@ -143,8 +143,12 @@ def test_hours_heard_follow_averaged_weights_runs_and_shipped_weights_they_start
     third = run("third", 2, str(shipped))
     assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
     (shipped / "TRAINING.json").write_text(json.dumps(  # the third's result, kept where it began
-        {"source": str(third / "averaged"), "audio_hours_heard": 1.0,
+        {"source": str(third / "averaged"), "steps": 20, "audio_hours_heard": 1.0,
          "total_audio_hours_heard": 251.0}))
+    assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
+    (shipped / "TRAINING.json").write_text(json.dumps(  # an earlier round in the third's folder
+        {"source": str(third / "averaged"), "steps": 70, "audio_hours_heard": 30.0,
+         "total_audio_hours_heard": 250.0}))
     assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
     (shipped / "TRAINING.json").write_text("{}")
     with pytest.raises(SystemExit) as caught:
@@ -203,14 +207,21 @@ def test_a_run_whose_weights_were_kept_is_told_from_one_still_to_keep(tmp_path, 
     monkeypatch.chdir(tmp_path)  # run.sh names its folders relative to the repository
     latest = tmp_path / "latest"
     latest.mkdir()
+    for run in ("exp/base", "exp/base_r2"):
+        (tmp_path / run).mkdir(parents=True)
+        (tmp_path / run / "metrics.json").write_text(json.dumps({"epochs": [{"step": 70}]}))
     assert not ship.shipped_from(latest, Path("exp/base"))  # nothing kept yet
-    (latest / "TRAINING.json").write_text(json.dumps({"source": "exp/base/averaged"}))
+    kept = {"source": "exp/base/averaged", "steps": 70}
+    (latest / "TRAINING.json").write_text(json.dumps(kept))
     assert ship.shipped_from(latest, Path("exp/base"))
     assert ship.shipped_from(latest, tmp_path / "exp" / "base")
     assert not ship.shipped_from(latest, Path("exp/base_r2"))
+    # A new round in the same folder, not yet kept: the kept weights are the round before's.
+    (tmp_path / "exp/base/metrics.json").write_text(json.dumps({"epochs": [{"step": 35}]}))
+    assert not ship.shipped_from(latest, Path("exp/base"))
     (latest / "TRAINING.json").write_text("[1, 2]")  # untrusted: not the form written
     assert not ship.shipped_from(latest, Path("exp/base"))
-    (latest / "TRAINING.json").write_text(json.dumps({"source": "exp/base"}))
+    (latest / "TRAINING.json").write_text(json.dumps({"source": "exp/base", "steps": 35}))
     with pytest.raises(SystemExit) as caught:
         ship.main(["--kept-from", "exp/base", "--out", str(latest)])
     assert caught.value.code == 0

@@ -58,10 +58,7 @@ def half_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def trained_for(model_dir: Path, corpus: Path) -> dict:
     """Steps, epochs and hours of audio heard, from the run's metrics (an averaged model's: its
     run's) and its corpus, added to what the weights it started from had heard (`heard_before`)."""
-    metrics = json.loads((model_dir / METRICS).read_text())
-    if "averaged_epochs" in metrics and (model_dir.parent / METRICS).is_file():
-        metrics = json.loads((model_dir.parent / METRICS).read_text())
-    epochs = metrics.get("epochs", [])
+    epochs = run_metrics(model_dir).get("epochs", [])
     train_hours = sum(u.duration for u in iter_manifest(corpus / "train.jsonl")) / 3600
     steps = epochs[-1].get("step") if epochs else None
     heard = {"epochs": len(epochs), "steps": steps, "corpus_train_hours": round(train_hours, 2),
@@ -70,6 +67,14 @@ def trained_for(model_dir: Path, corpus: Path) -> dict:
     heard["total_audio_hours_heard"] = round(
         heard_before(started, model_dir) + heard["audio_hours_heard"], 1)
     return heard
+
+
+def run_metrics(model_dir: Path) -> dict:
+    """The metrics of the run that made a model directory (an averaged model's: its run's)."""
+    metrics = json.loads((model_dir / METRICS).read_text())
+    if "averaged_epochs" in metrics and (model_dir.parent / METRICS).is_file():
+        metrics = json.loads((model_dir.parent / METRICS).read_text())
+    return metrics
 
 
 def heard_before(started: str | None, model_dir: Path) -> float:
@@ -167,13 +172,22 @@ def shipped_from(shipped: Path, run_dir: Path) -> bool:
 
 
 def came_from(training: object, run_dir: Path) -> bool:
-    """Whether a TRAINING.json's weights are the run's (its source is the run directory or a
-    folder in it, such as its averaged weights)."""
+    """Whether a TRAINING.json's weights are the run's: its source is the run directory or a
+    folder in it (such as its averaged weights), and its steps are the run's last. Every round
+    trains in the same directory (exp/base), so the path alone would take an earlier round's
+    weights for this one's."""
     try:
         kept = Path(training["source"]).resolve()
+        steps = training["steps"]
     except (KeyError, TypeError):
         return False
-    return run_dir.resolve() in (kept, kept.parent)
+    if run_dir.resolve() not in (kept, kept.parent):
+        return False
+    try:
+        epochs = run_metrics(run_dir).get("epochs") or [{}]
+    except (OSError, ValueError):
+        return False
+    return isinstance(epochs[-1], dict) and epochs[-1].get("step") == steps
 
 
 def main(argv: list[str] | None = None) -> None:
