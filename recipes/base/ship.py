@@ -181,7 +181,7 @@ def came_from(training: object, run_dir: Path) -> bool:
         steps = training["steps"]
     except (KeyError, TypeError):
         return False
-    if run_dir.resolve() not in (kept, kept.parent):
+    if steps is None or run_dir.resolve() not in (kept, kept.parent):
         return False
     try:
         epochs = run_metrics(run_dir).get("epochs") or [{}]
