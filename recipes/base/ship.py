@@ -65,7 +65,7 @@ def trained_for(model_dir: Path, corpus: Path) -> dict:
              "audio_hours_heard": round(len(epochs) * train_hours, 1)}
     started = OmegaConf.load(model_dir / CONFIG).get("trainer", {}).get("init_from")
     heard["total_audio_hours_heard"] = round(
-        heard_before(started, model_dir) + heard["audio_hours_heard"], 1)
+        heard_before(started, model_dir, steps) + heard["audio_hours_heard"], 1)
     return heard
 
 
@@ -77,12 +77,19 @@ def run_metrics(model_dir: Path) -> dict:
     return metrics
 
 
-def heard_before(started: str | None, model_dir: Path) -> float:
+def last_step(model_dir: Path) -> int | None:
+    """The step the run that made a model directory ended at (None before its first epoch)."""
+    epochs = run_metrics(model_dir).get("epochs") or [{}]
+    return epochs[-1].get("step")
+
+
+def heard_before(started: str | None, model_dir: Path, steps: int | None) -> float:
     """Hours of audio the weights a run started from (its trainer.init_from) had heard: a
     shipped model's (its TRAINING.json; "base" is the package's), another run's model directory's
     (from its own run), or 0 from scratch or where that is no longer known. A shipped folder
     that holds this run's own result already (run.sh keeps a round where the next one starts
-    from) counts what it had heard before this run: its total less this run's hours."""
+    from; `steps`: the run's last) counts what it had heard before this run: its total less
+    this run's hours."""
     source = FOLDER / "base" if started == "base" else Path(started) if started else None
     if source is None:
         return 0.0
@@ -90,7 +97,7 @@ def heard_before(started: str | None, model_dir: Path) -> float:
         try:
             saved = json.loads((source / TRAINING).read_text())
             total = float(saved["total_audio_hours_heard"])
-            if came_from(saved, model_dir):
+            if came_from(saved, model_dir, steps):
                 return total - float(saved["audio_hours_heard"])
             return total
         except (OSError, ValueError, KeyError, TypeError) as err:
@@ -166,28 +173,24 @@ def shipped_from(shipped: Path, run_dir: Path) -> bool:
     """Whether the shipped folder's weights are the run's: the run has ended and its result
     is kept, so training more means a new run, not resuming this one."""
     try:
-        return came_from(json.loads((shipped / TRAINING).read_text()), run_dir)
+        training = json.loads((shipped / TRAINING).read_text())
+        steps = last_step(run_dir)
     except (OSError, ValueError):
         return False
+    return came_from(training, run_dir, steps)
 
 
-def came_from(training: object, run_dir: Path) -> bool:
-    """Whether a TRAINING.json's weights are the run's: its source is the run directory or a
-    folder in it (such as its averaged weights), and its steps are the run's last. Every round
-    trains in the same directory (exp/base), so the path alone would take an earlier round's
-    weights for this one's."""
+def came_from(training: object, run_dir: Path, steps: int | None) -> bool:
+    """Whether a TRAINING.json's weights are the run's, which ended at `steps`: its source is
+    the run directory or a folder in it (such as its averaged weights), and its steps are the
+    run's. Every round trains in the same directory (exp/base), so the path alone would take
+    an earlier round's weights for this one's."""
     try:
         kept = Path(training["source"]).resolve()
-        steps = training["steps"]
+        kept_steps = training["steps"]
     except (KeyError, TypeError):
         return False
-    if steps is None or run_dir.resolve() not in (kept, kept.parent):
-        return False
-    try:
-        epochs = run_metrics(run_dir).get("epochs") or [{}]
-    except (OSError, ValueError):
-        return False
-    return isinstance(epochs[-1], dict) and epochs[-1].get("step") == steps
+    return steps is not None and kept_steps == steps and run_dir.resolve() in (kept, kept.parent)
 
 
 def main(argv: list[str] | None = None) -> None:
