@@ -429,8 +429,14 @@ def test_intents_from_files_and_a_scored_manifest(command_model, tmp_path, capsy
     out = capsys.readouterr().out
     assert out.startswith("command acceptance: 66.67% of 3 commands")
     assert "non-commands accepted as commands: 0.00% of 1" in out
+    assert "most often heard wrong (said -> heard, times):" in out
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["per_intent"]["time"] == {"n": 1, "acceptance": 0.0}
+    assert report["confusions"] == [{"said": "time", "heard": "next_song", "n": 1}]
+    lights, song, other = (str(files[t]) for t in ("turn on the lights", "next song", OTHER))
+    assert [(r["audio_filepath"], r["right"], r["heard"]["intent"]) for r in report["results"]] \
+        == [(lights, True, "switch"), (song, True, "next_song"), (other, True, None),
+            (song, False, "next_song")]
 
 
 def test_intents_command_line_errors_are_one_line(command_model, tmp_path, capsys):

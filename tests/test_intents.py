@@ -19,7 +19,7 @@ from asr.assistant.intents import (
     read_commands,
 )
 from asr.assistant.intents.cli import argument_parser
-from asr.assistant.intents.scoring import format_report
+from asr.assistant.intents.scoring import confusions, format_report, utterance_result
 from asr.checkpoint import ModelDirError
 from asr.data import ManifestError
 from asr.decoding import Hypothesis
@@ -202,6 +202,29 @@ def test_a_manifest_row_without_slots_has_none(tmp_path):
     manifest.write_text('{"audio_filepath": "a.wav", "intent": "time"}\n'
                         '{"audio_filepath": "a.wav", "intent": null, "slots": {}}\n')
     assert [row[1:] for row in read_commands(manifest)] == [("time", {}), (None, {})]
+
+
+def test_confusions_count_what_was_heard_instead_commonest_first():
+    said = EXACT.parse
+    results = [("word", {"word": "go"}, said("no")), ("word", {"word": "yes"}, said("yes")),
+               ("word", {"word": "go"}, said("no")), ("word", {"word": "go"}, said("hello")),
+               (None, {}, said("stop"))]
+    assert confusions(results) == [
+        {"said": "word word=go", "heard": "word word=no", "n": 2},
+        {"said": "word word=go", "heard": "(refused)", "n": 1},
+        {"said": "(non-command)", "heard": "word word=stop", "n": 1}]
+    report = {**acceptance(results), "confusions": confusions(results)}
+    lines = format_report(report).splitlines()
+    assert lines[-4:] == ["most often heard wrong (said -> heard, times):",
+                          "  word word=go -> word word=no  (2)",
+                          "  word word=go -> (refused)  (1)",
+                          "  (non-command) -> word word=stop  (1)"]
+    assert utterance_result("a.wav", results[0]) == {
+        "audio_filepath": "a.wav", "intent": "word", "slots": {"word": "go"}, "right": False,
+        "heard": {"intent": "word", "slots": {"word": "no"}, "confidence": 1.0, "text": "no",
+                  "free_text": None}}
+    assert confusions(results[1:2]) == []
+    assert "most often" not in format_report({**acceptance(results[1:2]), "confusions": []})
 
 
 def test_the_report_keeps_an_odd_intent_name_on_its_line():

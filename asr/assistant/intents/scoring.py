@@ -11,7 +11,7 @@ the grammar perfectly must not push the threshold to 1)."""
 import json
 import math
 import reprlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +28,8 @@ MAX_MANIFEST_BYTES = 256 << 20
 CALIBRATION_COST = 2.0  # `calibrate`: a non-command accepted costs as much as two refused
 MIN_CALIBRATION_ROWS = 10  # `calibrate` needs this many commands and as many non-commands
 NON_COMMAND = "(non-command)"  # the per-intent row of the non-commands
+REFUSED = "(refused)"  # a confusion's side when the recognizer understood nothing
+REPORTED_CONFUSIONS = 5  # `format_report` prints the commonest; the JSON report keeps all
 
 Row = tuple[str, str | None, dict[str, str]]  # audio path, intent or None, slots
 Result = tuple[str | None, dict[str, str], Intent]  # expected intent and slots, what was heard
@@ -123,8 +125,36 @@ def recognize_manifest(recognizer: IntentRecognizer, manifest: str | Path,
 
 
 def evaluate(recognizer: IntentRecognizer, manifest: str | Path, batch: int = 32) -> dict:
-    """Score every row of a manifest (`read_commands`)."""
-    return acceptance(recognize_manifest(recognizer, manifest, batch))
+    """Score every row of a manifest (`read_commands`): `acceptance`'s report, what was
+    heard instead of what was said (`confusions`), and every utterance's result."""
+    rows = read_commands(manifest)
+    results = recognize_rows(recognizer, rows, batch)
+    return {**acceptance(results), "confusions": confusions(results),
+            "results": [utterance_result(audio, result)
+                        for (audio, _, _), result in zip(rows, results, strict=True)]}
+
+
+def confusions(results: list[Result]) -> list[dict]:
+    """Each wrong result's (said, heard) pair as `Intent.describe` writes it, with how often
+    it happened, commonest first: "digit digit=six" heard as "digit digit=eight", a command
+    REFUSED, a non-command (NON_COMMAND) taken for a command."""
+    pairs = Counter((_described(expected, slots), _described(intent.name, intent.slots, REFUSED))
+                    for expected, slots, intent in results if not intent.is_right(expected, slots))
+    return [{"said": said, "heard": heard, "n": n} for (said, heard), n in pairs.most_common()]
+
+
+def _described(name: str | None, slots: dict[str, str], nothing: str = NON_COMMAND) -> str:
+    return Intent(name, slots).describe() if name is not None else nothing
+
+
+def utterance_result(audio: str, result: Result) -> dict:
+    """One utterance of an evaluation: what it says, what was heard, and whether it was right."""
+    expected, slots, intent = result
+    return {"audio_filepath": audio, "intent": expected, "slots": slots,
+            "right": intent.is_right(expected, slots),
+            "heard": {"intent": intent.name, "slots": intent.slots,
+                      "confidence": intent.confidence, "text": intent.text,
+                      "free_text": intent.heard}}
 
 
 def at_confidence(results: list[Result], min_confidence: float) -> list[Result]:
@@ -167,8 +197,8 @@ def check_calibration_rows(rows: list[Row], grammar: Grammar, manifest: str | Pa
 
 
 def format_report(report: dict) -> str:
-    """`acceptance`'s report as lines: what applies of commands and non-commands, then one
-    line per intent."""
+    """`acceptance`'s report as lines: what applies of commands and non-commands, one line
+    per intent, then (an evaluation's report) the commonest confusions."""
     lines = []
     if report["commands"]:
         lines.append(f"command acceptance: {100 * report['command_acceptance']:.2f}% of "
@@ -178,4 +208,8 @@ def format_report(report: dict) -> str:
                      f"of {report['non_commands']}")
     lines += [f"  {tsv_field(name):24s} {100 * row['acceptance']:6.2f}%  ({row['n']})"
               for name, row in report["per_intent"].items()]
+    if report.get("confusions"):
+        lines.append("most often heard wrong (said -> heard, times):")
+        lines += [f"  {tsv_field(row['said'])} -> {tsv_field(row['heard'])}  ({row['n']})"
+                  for row in report["confusions"][:REPORTED_CONFUSIONS]]
     return "\n".join(lines)
