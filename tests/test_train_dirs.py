@@ -105,6 +105,24 @@ def test_a_finished_run_frees_the_directory_while_its_loader_workers_live(tmp_pa
     assert resumed.state.epoch == 2 and first.train_loader._iterator is not None  # workers kept
 
 
+def test_a_resumed_run_says_which_weights_it_started_from(tmp_path, manifest, trained, caplog):
+    """Its config (what its model directories save) says the first command's trainer.init_from,
+    whatever the resuming one says: what a model has heard (recipes/base/ship.py) counts the
+    weights it started from."""
+    Trainer(train_config(tmp_path, manifest, *STEPS, f"trainer.init_from={trained}")).fit()
+    for epochs, again in ((2, []), (3, ["trainer.init_from=base"])):
+        run = Trainer(train_config(tmp_path, manifest, *STEPS, f"trainer.max_epochs={epochs}",
+                                   "trainer.resume=true", *again))
+        assert run.cfg.trainer.init_from == str(trained)
+        assert run.fit().epoch == epochs
+    assert f"trainer.init_from=base ignored: the resumed run started from {trained}" in caplog.text
+    scratch = tmp_path / "scratch"
+    Trainer(train_config(scratch, manifest, *STEPS)).fit()
+    resumed = Trainer(train_config(scratch, manifest, *STEPS, "trainer.max_epochs=2",
+                                   "trainer.resume=true", f"trainer.init_from={trained}"))
+    assert resumed.cfg.trainer.init_from is None
+
+
 class Saves(Trainer):
     """Records the position in the epoch at every save of the training state."""
 

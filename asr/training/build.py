@@ -110,6 +110,7 @@ class TrainingSetup:
                                         self.scaler)
             self.report.log(f"resumed from {path} at step {state.step}: epoch "
                             f"{state.epoch + 1}, {state.epoch_batches} batch(es) in")
+            self._started_from(state.init_from)
             return state
         if pretrained is not None:
             self.model.load_state_dict(pretrained[0])
@@ -120,7 +121,18 @@ class TrainingSetup:
             batches = self.report.bar(loader, "CMVN statistics", unit="batch")
             self.model.frontend.set_cmvn((b["wave"], b["lengths"]) for b in batches
                                          if self.faults.usable(b))
-        return TrainState()
+        return TrainState(init_from=self.cfg.trainer.init_from or "")
+
+    def _started_from(self, recorded: str | None) -> None:
+        """A resumed run's trainer.init_from is the one it started with (its checkpoint's),
+        whatever this command says: the weights are resumed, not initialised again."""
+        if recorded is None:
+            return
+        given = self.cfg.trainer.init_from
+        if given and given != recorded:
+            self._warn(f"trainer.init_from={given} ignored: the resumed run started from "
+                       f"{recorded or 'scratch'}")
+        self.cfg.trainer.init_from = recorded or None
 
 
 def start_process(trainer: DictConfig) -> tuple[Distributed, torch.device]:

@@ -37,6 +37,9 @@ class TrainState:
     audio_seconds: float = 0.0
     history: list[dict] = field(default_factory=list)
     skipped_lines: int = 0  # bad manifest lines left out (data.on_error=skip)
+    # The weights the run started from (trainer.init_from; "" from scratch), so that a resumed
+    # run's model directory says so too: what it has heard counts theirs (None: not recorded).
+    init_from: str | None = None
     # The epoch in progress, saved mid-epoch so that a resumed run continues it exactly.
     epoch_batches: int = 0
     epoch_loss_sum: float = 0.0
