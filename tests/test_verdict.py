@@ -36,6 +36,15 @@ def test_a_budget_stop_says_so_with_the_command_that_continues(tmp_path):
                     f"{AGAIN} MINUTES=10")
 
 
+def test_a_budget_stop_in_the_last_epoch_continues_with_more_epochs(tmp_path):
+    """The budget cut epoch 4 of 4: resuming with more minutes alone would start at epoch 5 of 4
+    and train nothing."""
+    line, _ = verdict.verdict(model_dir(tmp_path, 0.959, True, 4), 443, AGAIN)
+    assert line == ("main job stopped at its time budget after 7 min 23 s, 4 of 4 epochs: not "
+                    "converged (dev command acceptance 95.9% of 120); continue with: "
+                    f"{AGAIN} MINUTES=10 trainer.max_epochs=8")
+
+
 @pytest.mark.parametrize("by_budget", [True, False])
 def test_a_model_that_accepts_nothing_is_never_done(tmp_path, by_budget):
     line, status = verdict.verdict(model_dir(tmp_path, 0.0, by_budget), 1500, AGAIN)

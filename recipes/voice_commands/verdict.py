@@ -7,8 +7,9 @@ A model is done when its training ran its epochs (or stopped early on its own) a
 at least MIN_ACCEPTANCE of its dev commands (DIR/intents.json, written by `asr-intents
 calibrate`). A run that its time budget ended is not called done: the line says so, with the dev
 acceptance and the command that continues it (`--again` with twice the budget: a budget
-counts the minutes of every resumed part). A model that accepts (almost) nothing fails the
-job (exit 1), whatever its training did.
+counts the minutes of every resumed part; and with twice the epochs when the budget cut the
+last planned one, since a resumed run starts at the next epoch). A model that accepts (almost)
+nothing fails the job (exit 1), whatever its training did.
 """
 
 import argparse
@@ -32,6 +33,8 @@ def verdict(model: Path, seconds: int, again: str) -> tuple[str, int]:
     budget = load_config(model / CONFIG).trainer.max_minutes
     if budget:
         again = f"{again} MINUTES={2 * budget:g}"
+    if planned and epochs >= planned:  # a resumed run with its epochs spent would train nothing
+        again = f"{again} trainer.max_epochs={2 * planned}"
     acceptance = f"dev command acceptance {100 * accepted:.1f}% of {dev['commands']}"
     if accepted < MIN_ACCEPTANCE:
         return (f"main job failed after {took}: the model is not usable yet ({acceptance}, "
