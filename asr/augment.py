@@ -18,7 +18,11 @@ end, and only for training:
   lean on frequencies above 4 kHz that such recordings never have;
 - telephone: the telephone band (300-3400 Hz at 8 kHz) and a real telephone codec by
   libsndfile: G.711 mu-law or A-law (landlines) or GSM 06.10 (cell phones);
-- a random gain in dB.
+- a random gain in dB;
+- clipped edges: a share of utterances start late and end early, cut inside the speech, as an
+  energy trimmer (FSDD's digits), a voice-activity detector or a push-to-talk button cuts
+  them: the weak first and last sounds (the /s/ of "six", a final /t/) are lost, and the word
+  must be heard from what is left.
 
 Configured under `data.augment` (conf/data/*.yaml), each part switched on by its own `enabled`
 flag and all off by default. Random draws use torch's generator, so DataLoader workers (each
@@ -99,6 +103,14 @@ class TelephoneConfig:
 
 
 @dataclass
+class EdgesConfig:
+    enabled: bool = False
+    prob: float = 0.2  # share of utterances cut at the edges of their speech
+    max_ms: float = 80.0  # each edge loses a uniform 0 .. max_ms of speech (at most a quarter)
+    floor_db: float = 30.0  # speech: the span of 10 ms frames within floor_db of the loudest
+
+
+@dataclass
 class AugmentConfig:
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
@@ -107,6 +119,7 @@ class AugmentConfig:
     reverb: ReverbConfig = field(default_factory=ReverbConfig)
     babble: BabbleConfig = field(default_factory=BabbleConfig)
     telephone: TelephoneConfig = field(default_factory=TelephoneConfig)
+    edges: EdgesConfig = field(default_factory=EdgesConfig)
 
     @classmethod
     def from_dict(cls, options: Mapping | None) -> "AugmentConfig":
@@ -216,15 +229,40 @@ def telephone(wave: torch.Tensor, sample_rate: int, subtype: str, low_hz: float 
     return resample(codec(narrow, line, subtype), line, sample_rate)[:len(wave)]
 
 
+def speech_span(wave: torch.Tensor, sample_rate: int, floor_db: float) -> tuple[int, int]:
+    """The samples from the first to the last 10 ms frame whose energy is within `floor_db`
+    of the loudest frame's (the whole wave when it is silent or shorter than a frame)."""
+    hop = sample_rate // 100
+    if len(wave) < hop:
+        return 0, len(wave)
+    energy = wave[:len(wave) // hop * hop].reshape(-1, hop).pow(2).mean(dim=1)
+    if not energy.max() > 0:
+        return 0, len(wave)
+    loud = (energy >= energy.max() * 10 ** (-floor_db / 10)).nonzero().flatten()
+    return int(loud[0]) * hop, (int(loud[-1]) + 1) * hop
+
+
+def clip_edges(wave: torch.Tensor, sample_rate: int, start_ms: float, end_ms: float,
+               floor_db: float = 30.0) -> torch.Tensor:
+    """`wave` cut to its speech (`speech_span`) less `start_ms` at the start and `end_ms` at
+    the end, each at most a quarter of the speech, so that most of it is always kept."""
+    first, last = speech_span(wave, sample_rate, floor_db)
+    most = (last - first) // 4
+    first += min(int(start_ms * sample_rate / 1000), most)
+    last -= min(int(end_ms * sample_rate / 1000), most)
+    return wave[first:last]
+
+
 def _uniform(low_high: Sequence[float]) -> float:
     low, high = (float(x) for x in low_high)
     return low + (high - low) * torch.rand(()).item()
 
 
 class Augmenter:
-    """Speed (the speaker), then reverberation, noise and babble (the room), then the narrow
-    band and the telephone line (the channel follows the room), then gain, each drawn per
-    utterance where enabled."""
+    """Clipped edges first (on the clean speech, where its span is plain to find), then speed
+    (the speaker), then reverberation, noise and babble (the room), then the narrow band and
+    the telephone line (the channel follows the room), then gain, each drawn per utterance
+    where enabled."""
 
     def __init__(self, config: AugmentConfig, sample_rate: int) -> None:
         self.config, self.sample_rate = config, sample_rate
@@ -267,6 +305,9 @@ class Augmenter:
 
     def __call__(self, wave: torch.Tensor) -> torch.Tensor:
         config = self.config
+        if self._drawn(config.edges):
+            wave = clip_edges(wave, self.sample_rate, _uniform([0, config.edges.max_ms]),
+                              _uniform([0, config.edges.max_ms]), config.edges.floor_db)
         if config.speed.enabled:
             factors = config.speed.factors
             factor = float(factors[torch.randint(len(factors), ()).item()])

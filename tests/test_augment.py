@@ -16,10 +16,12 @@ from asr.augment import (
     apply_gain,
     babble,
     band_limit,
+    clip_edges,
     codec,
     convolve,
     fft_length,
     reverberate,
+    speech_span,
     speed_perturb,
     telephone,
 )
@@ -197,6 +199,31 @@ def test_augmenter_draws_each_enabled_part(speech, tmp_path):
         pytest.approx(10.0, abs=0.05)
     assert not AugmentConfig.from_dict(None).enabled
     assert not AugmentConfig.from_dict({"speed": {"factors": [0.9]}}).enabled
+
+
+def test_the_speech_span_is_the_loud_frames_and_clipping_cuts_inside_it():
+    """Silence around a tone: the span is the tone's frames exactly; each edge loses what it
+    is asked, and never more than a quarter of the speech."""
+    tone = 0.5 * torch.sin(torch.arange(8000) * 0.3)
+    wave = torch.cat([torch.zeros(1600), tone, torch.zeros(3200)])
+    assert speech_span(wave, 16000, 30.0) == (1600, 9600)
+    assert len(clip_edges(wave, 16000, 0.0, 0.0)) == 8000
+    cut = clip_edges(wave, 16000, 50.0, 20.0)
+    assert torch.equal(cut, tone[800:8000 - 320])
+    assert len(clip_edges(wave, 16000, 1000.0, 1000.0)) == 4000  # a quarter each at most
+    assert speech_span(torch.zeros(5000), 16000, 30.0) == (0, 5000)
+    assert speech_span(torch.ones(50), 16000, 30.0) == (0, 50)
+
+
+def test_clipped_edges_cut_a_real_word_to_its_speech(speech):
+    """A Speech Commands clip (a word inside a second of near-silence) comes out shorter than
+    its speech, which is shorter than the clip."""
+    first, last = speech_span(speech, 16000, 30.0)
+    assert 0 < last - first < len(speech) * 0.8
+    config = AugmentConfig.from_dict({"edges": {"enabled": True, "prob": 1.0, "max_ms": 60}})
+    out = Augmenter(config, 16000)(speech)
+    assert (last - first) - 2 * 960 <= len(out) <= last - first
+    assert any(torch.equal(out, speech[start:start + len(out)]) for start in range(first, last))
 
 
 def test_augmenter_with_room_babble_and_telephone(speech, tmp_path):
