@@ -229,7 +229,7 @@ def telephone(wave: torch.Tensor, sample_rate: int, subtype: str, low_hz: float 
     return resample(codec(narrow, line, subtype), line, sample_rate)[:len(wave)]
 
 
-def speech_span(wave: torch.Tensor, sample_rate: int, floor_db: float) -> tuple[int, int]:
+def loud_span(wave: torch.Tensor, sample_rate: int, floor_db: float) -> tuple[int, int]:
     """The samples from the first to the last 10 ms frame whose energy is within `floor_db`
     of the loudest frame's (the whole wave when it is silent or shorter than a frame)."""
     hop = sample_rate // 100
@@ -243,10 +243,10 @@ def speech_span(wave: torch.Tensor, sample_rate: int, floor_db: float) -> tuple[
 
 
 def clip_edges(wave: torch.Tensor, sample_rate: int, start_ms: float, end_ms: float,
-               floor_db: float = 30.0) -> torch.Tensor:
-    """`wave` cut to its speech (`speech_span`) less `start_ms` at the start and `end_ms` at
+               floor_db: float) -> torch.Tensor:
+    """`wave` cut to its speech (`loud_span`) less `start_ms` at the start and `end_ms` at
     the end, each at most a quarter of the speech, so that most of it is always kept."""
-    first, last = speech_span(wave, sample_rate, floor_db)
+    first, last = loud_span(wave, sample_rate, floor_db)
     most = (last - first) // 4
     first += min(int(start_ms * sample_rate / 1000), most)
     last -= min(int(end_ms * sample_rate / 1000), most)

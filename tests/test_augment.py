@@ -20,8 +20,8 @@ from asr.augment import (
     codec,
     convolve,
     fft_length,
+    loud_span,
     reverberate,
-    speech_span,
     speed_perturb,
     telephone,
 )
@@ -206,19 +206,19 @@ def test_the_speech_span_is_the_loud_frames_and_clipping_cuts_inside_it():
     is asked, and never more than a quarter of the speech."""
     tone = 0.5 * torch.sin(torch.arange(8000) * 0.3)
     wave = torch.cat([torch.zeros(1600), tone, torch.zeros(3200)])
-    assert speech_span(wave, 16000, 30.0) == (1600, 9600)
-    assert len(clip_edges(wave, 16000, 0.0, 0.0)) == 8000
-    cut = clip_edges(wave, 16000, 50.0, 20.0)
+    assert loud_span(wave, 16000, 30.0) == (1600, 9600)
+    assert len(clip_edges(wave, 16000, 0.0, 0.0, 30.0)) == 8000
+    cut = clip_edges(wave, 16000, 50.0, 20.0, 30.0)
     assert torch.equal(cut, tone[800:8000 - 320])
-    assert len(clip_edges(wave, 16000, 1000.0, 1000.0)) == 4000  # a quarter each at most
-    assert speech_span(torch.zeros(5000), 16000, 30.0) == (0, 5000)
-    assert speech_span(torch.ones(50), 16000, 30.0) == (0, 50)
+    assert len(clip_edges(wave, 16000, 1000.0, 1000.0, 30.0)) == 4000  # a quarter each at most
+    assert loud_span(torch.zeros(5000), 16000, 30.0) == (0, 5000)
+    assert loud_span(torch.ones(50), 16000, 30.0) == (0, 50)
 
 
 def test_clipped_edges_cut_a_real_word_to_its_speech(speech):
     """A Speech Commands clip (a word inside a second of near-silence) comes out shorter than
     its speech, which is shorter than the clip."""
-    first, last = speech_span(speech, 16000, 30.0)
+    first, last = loud_span(speech, 16000, 30.0)
     assert 0 < last - first < len(speech) * 0.8
     config = AugmentConfig.from_dict({"edges": {"enabled": True, "prob": 1.0, "max_ms": 60}})
     out = Augmenter(config, 16000)(speech)
