@@ -88,8 +88,11 @@ def test_time_budget_ends_the_run_cleanly(tmp_path):
     assert metrics["stopped_by_budget"] is True and metrics["max_epochs"] == 1000
     state = load_torch(out / CHECKPOINT)["state"]
     assert state["epoch"] == epochs and 0 < state["run_seconds"]
-    for model_dir in (out, out / "averaged"):  # the best epoch's model and the averaged one
-        assert Transcriber.from_pretrained(model_dir, device="cpu").transcribe(entries[0][0]).text
+    # The best epoch's model and the averaged one load and decode. What they write is not
+    # checked: on a loaded machine 3 s are a few steps, and such a model may write nothing.
+    for model_dir in (out, out / "averaged"):
+        transcript = Transcriber.from_pretrained(model_dir, device="cpu").transcribe(entries[0][0])
+        assert isinstance(transcript.text, str)
     again = subprocess.run([*args, "trainer.resume=true"], cwd=ROOT, capture_output=True,
                            text=True, timeout=300)
     assert again.returncode == 0, again.stderr
