@@ -150,6 +150,14 @@ def test_hours_heard_follow_averaged_weights_runs_and_shipped_weights_they_start
         {"source": str(third / "averaged"), "steps": 70, "audio_hours_heard": 30.0,
          "total_audio_hours_heard": 250.0}))
     assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
+    scored = tmp_path / "candidate"  # what score.sh counted as the second run ended
+    scored.mkdir()
+    counted = {**heard, "total_audio_hours_heard": 9.5, "source": "exp/base/averaged"}
+    (scored / "TRAINING.json").write_text(json.dumps(counted))
+    assert ship.counted_when_scored(scored, second / "averaged") == {
+        **heard, "total_audio_hours_heard": 9.5}
+    assert ship.counted_when_scored(scored, first / "averaged") is None  # another run's steps
+    assert ship.counted_when_scored(tmp_path / "missing", second / "averaged") is None
     (shipped / "TRAINING.json").write_text("{}")
     with pytest.raises(SystemExit) as caught:
         ship.trained_for(third / "averaged", corpus)

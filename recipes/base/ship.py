@@ -10,8 +10,8 @@ written), everything else (biases, norms, CMVN statistics) in fp32. Beside the w
 config, the tokenizer, the default voice-command grammar (so `asr-demo` and `asr-intents`
 work with no grammar given), its calibration for that grammar when one is given (the
 intents.json that recipes/base/score.sh wrote beside the scored candidate) and TRAINING.json:
-what the model was trained on, for how many steps and hours of audio, and the command that
-continues its training.
+what the model was trained on, for how many steps and hours of audio (as the scored candidate
+counted them when the run ended, when one is given), and the command that continues its training.
 """
 
 import argparse
@@ -45,6 +45,7 @@ MAX_BYTES = 25 << 20  # the package's budget for shipped weights
 DEFAULT_GRAMMAR = Path(__file__).resolve().parents[1] / "voice_commands" / "commands.yaml"
 TRAINING = "TRAINING.json"  # what a shipped model heard, and how to train it on
 CHECKED_UTTERANCES = 40  # per test manifest: fp16 must write what fp32 writes
+HEARD = ("epochs", "steps", "corpus_train_hours", "audio_hours_heard", "total_audio_hours_heard")
 CONTINUE = ("bash recipes/base/run.sh  # trains on from the latest round "
             "(recipes/base/README.md)")
 
@@ -67,6 +68,21 @@ def trained_for(model_dir: Path, corpus: Path) -> dict:
     heard["total_audio_hours_heard"] = round(
         heard_before(started, model_dir, steps) + heard["audio_hours_heard"], 1)
     return heard
+
+
+def counted_when_scored(scored: Path | None, model_dir: Path) -> dict | None:
+    """The hours heard that score.sh counted into SCORED/TRAINING.json as the run ended, when
+    they are this model's (the same last step). Counting again later (`trained_for`) reads the
+    corpus and the weights the run started from as they are then, and a later round may have
+    changed both: merged another corpus into the same folder, written itself to the latest round."""
+    if scored is None:
+        return None
+    try:
+        saved = json.loads((scored / TRAINING).read_text())
+        heard = {key: saved[key] for key in HEARD}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return heard if heard["steps"] == last_step(model_dir) else None
 
 
 def run_metrics(model_dir: Path) -> dict:
@@ -156,7 +172,8 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str,
             raise SystemExit(f"error: {model_dir}: {size / 2**20:.1f} MB of weights in fp16, over the "
                              f"{MAX_BYTES >> 20} MB the package ships")
         checked, differ = same_transcripts(model_dir, staging, corpus)
-        info = {**trained_for(model_dir, corpus),
+        heard = counted_when_scored(calibration, model_dir) or trained_for(model_dir, corpus)
+        info = {**heard,
                 "source": str(model_dir), "corpus": str(corpus), "continue_with": command,
                 "weights_mb": round(size / 2**20, 2),
                 "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
