@@ -41,10 +41,11 @@ score() {  # MANIFEST WEIGHT: beam 10, the LM at WEIGHT (0: none), scores in $ou
     --lm-weight "$2" --threads "$threads" --json "$out/scores/$(basename "$1" .jsonl)_$2.json"
 }
 mkdir -p "$out/scores"
-for weight in $weights; do score "$data/dev.jsonl" "$weight"; done
+read -ra weight_list <<< "$weights"  # WEIGHTS is a space-separated list
+for weight in "${weight_list[@]}"; do score "$data/dev.jsonl" "$weight"; done
 best=$("$py" -c 'import json, sys
 scores = {w: json.load(open(f"{sys.argv[1]}/dev_{w}.json"))["wer"] for w in sys.argv[2:]}
-print(min(scores, key=scores.get))' "$out/scores" $weights)
+print(min(scores, key=scores.get))' "$out/scores" "${weight_list[@]}")
 echo "dev's pick: --lm-weight $best"
 for manifest in "${tests[@]}"; do
   score "$manifest" 0
