@@ -59,8 +59,8 @@ def half_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def trained_for(model_dir: Path) -> dict:
     """Epochs and steps of the run that made a model directory (an averaged model's: its run's)
     and the hours of audio its weights heard, as training recorded them in its metrics.json."""
-    epochs = run_metrics(model_dir).get("epochs") or []
     try:
+        epochs = run_metrics(model_dir).get("epochs") or []
         recorded = json.loads((model_dir / METRICS).read_text())
         hours = {key: float(recorded[key]) for key in RECORDED}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
