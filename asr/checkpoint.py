@@ -3,7 +3,7 @@
     config.yaml      resolved config (data only: model sizes, features, decoding, training)
     model.pt         weights of the best epoch (state dict: tensors only, CMVN included)
     tokenizer.model  sentencepiece BPE model
-    metrics.json     per-epoch losses and dev WER
+    metrics.json     per-epoch losses and dev WER, and the hours of audio the weights heard
     checkpoint.pt    last training state, for `trainer.resume=true`
 
 A model directory may come from a stranger, so loading treats every file as untrusted:
@@ -52,6 +52,7 @@ FORMAT_KEY = "format"  # the version, in a training checkpoint and a language mo
 SEPARATE = {"qkv": ("query", "key", "value"), "kv": ("key", "value")}  # version 1's parts
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
 CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated on dev
+TRAINING = "TRAINING.json"  # a shipped model's record: what it heard, how to train it on
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB
 MAX_TOKENIZER_BYTES = 64 << 20  # sentencepiece: about 1 MB for 32k pieces
 MAX_TORCH_BYTES = 8 << 30  # weights (and a training checkpoint: weights and optimiser state)

@@ -16,14 +16,15 @@ from asr.checkpoint import (
     GRAMMAR_FILE,
     METRICS,
     TOKENIZER,
+    TRAINING,
     WEIGHTS,
 )
 
 STDIN = "-"  # the name that stands for standard input
 # A model directory's own files: no report may replace them (metrics.json is an input name's
-# json output away: an audio file named metrics.wav). TRAINING.json: a shipped model's record.
+# json output away: an audio file named metrics.wav).
 MODEL_FILES = (CONFIG, WEIGHTS, TOKENIZER, METRICS, CHECKPOINT, GRAMMAR_FILE, CALIBRATION_FILE,
-               "TRAINING.json")
+               TRAINING)
 
 
 def model_files(model: Path) -> list[str]:

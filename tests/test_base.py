@@ -7,9 +7,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile as sf
 import torch
 
 from asr.assistant.intents.calibration import grammar_digest
@@ -114,54 +112,26 @@ def test_voices_are_chosen_by_name_or_by_engine(capsys):
         assert str(caught.value) == f"error: --voices: no such voice here: {missing}"
 
 
-def test_hours_heard_follow_averaged_weights_runs_and_shipped_weights_they_started_from(tmp_path):
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    sf.write(corpus / "a.wav", np.zeros(1600, dtype=np.float32), 16000)
-    (corpus / "train.jsonl").write_text(
-        json.dumps({"audio_filepath": "a.wav", "duration": 1800.0, "text": "yes"}) + "\n")
-
-    def run(name: str, epochs: int, init_from: str | None) -> Path:
-        out = tmp_path / name
-        (out / "averaged").mkdir(parents=True)
-        config = f"data:\n  root: {corpus}\ntrainer:\n  init_from: {init_from or 'null'}\n"
-        for folder in (out, out / "averaged"):
-            (folder / "config.yaml").write_text(config)
-        history = [{"epoch": e + 1, "step": 10 * (e + 1)} for e in range(epochs)]
-        (out / "metrics.json").write_text(json.dumps({"epochs": history}))
-        (out / "averaged" / "metrics.json").write_text(json.dumps({"averaged_epochs": [epochs]}))
-        return out
-
-    first = run("first", 4, None)
-    second = run("second", 3, str(first / "averaged"))
-    heard = ship.trained_for(second / "averaged", corpus)
-    assert heard == {"epochs": 3, "steps": 30, "corpus_train_hours": 0.5,
-                     "audio_hours_heard": 1.5, "total_audio_hours_heard": 3.5}
-    shipped = tmp_path / "shipped"  # a shipped form (the latest round) counts its TRAINING.json
-    shipped.mkdir()
-    (shipped / "TRAINING.json").write_text(json.dumps({"total_audio_hours_heard": 250.0}))
-    third = run("third", 2, str(shipped))
-    assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
-    (shipped / "TRAINING.json").write_text(json.dumps(  # the third's result, kept where it began
-        {"source": str(third / "averaged"), "steps": 20, "audio_hours_heard": 1.0,
-         "total_audio_hours_heard": 251.0}))
-    assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
-    (shipped / "TRAINING.json").write_text(json.dumps(  # an earlier round in the third's folder
-        {"source": str(third / "averaged"), "steps": 70, "audio_hours_heard": 30.0,
-         "total_audio_hours_heard": 250.0}))
-    assert ship.trained_for(third / "averaged", corpus)["total_audio_hours_heard"] == 251.0
-    scored = tmp_path / "candidate"  # what score.sh counted as the second run ended
-    scored.mkdir()
-    counted = {**heard, "total_audio_hours_heard": 9.5, "source": "exp/base/averaged"}
-    (scored / "TRAINING.json").write_text(json.dumps(counted))
-    assert ship.counted_when_scored(scored, second / "averaged") == {
-        **heard, "total_audio_hours_heard": 9.5}
-    assert ship.counted_when_scored(scored, first / "averaged") is None  # another run's steps
-    assert ship.counted_when_scored(tmp_path / "missing", second / "averaged") is None
-    (shipped / "TRAINING.json").write_text("{}")
-    with pytest.raises(SystemExit) as caught:
-        ship.trained_for(third / "averaged", corpus)
-    assert str(caught.value).startswith(f"error: {shipped / 'TRAINING.json'}: no hours heard in it")
+def test_shipping_takes_the_hours_heard_that_training_recorded(tmp_path):
+    run = tmp_path / "run"
+    (run / "averaged").mkdir(parents=True)
+    history = [{"epoch": e + 1, "step": 10 * (e + 1)} for e in range(3)]
+    record = {"corpus_train_hours": 0.504, "audio_hours_heard": 1.46,
+              "total_audio_hours_heard": 251.46}
+    (run / "metrics.json").write_text(json.dumps({"epochs": history, **record}))
+    averaged = run / "averaged" / "metrics.json"
+    averaged.write_text(json.dumps({"averaged_epochs": [2, 3], **record}))
+    assert ship.trained_for(run / "averaged") == {
+        "epochs": 3, "steps": 30, "corpus_train_hours": 0.5, "audio_hours_heard": 1.5,
+        "total_audio_hours_heard": 251.5}
+    for unknown in ({**record, "total_audio_hours_heard": None}, {"averaged_epochs": [2, 3]}):
+        averaged.write_text(json.dumps(unknown))
+        with pytest.raises(SystemExit) as caught:
+            ship.trained_for(run / "averaged")
+        assert str(caught.value) == (
+            f"error: {averaged}: no record of the hours of audio its weights heard "
+            "(corpus_train_hours, audio_hours_heard, total_audio_hours_heard, which asr.train "
+            "writes)")
 
 
 def test_merge_joins_synthetic_speech_and_keeps_people_and_noise_once(tmp_path, capsys):

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import soundfile as sf
 import torch
 from omegaconf import OmegaConf
 
@@ -62,6 +63,11 @@ def test_train_cli_and_resume(tmp_path):
     assert "resumed from" in second.stdout and "epoch 3:" in second.stdout
     metrics = json.loads((out / "metrics.json").read_text())
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
+    # the hours heard count every epoch, the resumed one too; from scratch they are all heard
+    seconds = sum(sf.info(str(path)).duration for path, _ in small_real_set()[:4])
+    assert metrics["corpus_train_hours"] == pytest.approx(seconds / 3600, abs=1e-6)
+    assert metrics["audio_hours_heard"] == pytest.approx(3 * seconds / 3600, abs=1e-6)
+    assert metrics["total_audio_hours_heard"] == metrics["audio_hours_heard"]
 
 
 def test_time_budget_ends_the_run_cleanly(tmp_path):
@@ -173,8 +179,47 @@ def test_fine_tuning_starts_from_the_trained_model(overfit_model, tmp_path):
     for name, tensor in pretrained.state_dict().items():
         assert torch.equal(tuned.model.state_dict()[name], tensor), name
     assert tuned.fit().history[0]["dev_wer"] == 0.0
+    # what it heard in all adds its own hours to what the model it started from had heard
+    before = json.loads((model_dir / "metrics.json").read_text())["total_audio_hours_heard"]
+    heard = json.loads((tmp_path / "tuned" / "model" / "metrics.json").read_text())
+    assert before > 0 and heard["audio_hours_heard"] > 0
+    assert heard["total_audio_hours_heard"] == pytest.approx(before + heard["audio_hours_heard"],
+                                                             abs=2e-6)
     fresh = Trainer(train_config(tmp_path / "fresh", run["manifest"], *common)).fit()
     assert fresh.history[0]["dev_wer"] >= 0.9
+
+
+def test_hours_heard_by_the_weights_started_from_are_a_number_or_unknown(overfit_model, tmp_path,
+                                                                         caplog):
+    """A model directory's record of what its weights heard (a shipped model's TRAINING.json
+    before training's metrics.json) is untrusted: anything but a number of hours is unknown,
+    and a run that starts from such weights says its total is not known."""
+    from asr.models import FOLDER
+    from asr.train import Trainer
+    from asr.training.pretrained import hours_heard
+
+    model_dir, _, run = overfit_model
+    copied = tmp_path / "copied"
+    shutil.copytree(model_dir, copied, ignore=shutil.ignore_patterns("metrics.json", "*.pt"))
+    assert hours_heard(str(copied)) is None
+    (copied / "metrics.json").write_text(json.dumps({"total_audio_hours_heard": 3.5}))
+    assert hours_heard(str(copied)) == 3.5
+    (copied / "TRAINING.json").write_text(json.dumps({"total_audio_hours_heard": 742.3}))
+    assert hours_heard(str(copied)) == 742.3
+    for bad in ('{"total_audio_hours_heard": true}', '{"total_audio_hours_heard": -1}',
+                '{"total_audio_hours_heard": "9"}', '{"total_audio_hours_heard": Infinity}',
+                "[1, 2]", "not json"):
+        (copied / "TRAINING.json").write_text(bad)
+        assert hours_heard(str(copied)) is None, bad
+    shipped = json.loads((FOLDER / "base" / "TRAINING.json").read_text())
+    assert hours_heard("base") == shipped["total_audio_hours_heard"] > 0
+    shutil.copyfile(model_dir / "model.pt", copied / "model.pt")
+    tuned = Trainer(train_config(tmp_path / "tuned", run["manifest"], "trainer.max_epochs=1",
+                                 f"trainer.init_from={copied}"))
+    assert tuned.state.heard_before_hours is None
+    assert f"trainer.init_from={copied}: no record of the hours of audio its weights heard " \
+           "(total_audio_hours_heard in TRAINING.json or metrics.json), so this run's " \
+           "total_audio_hours_heard is not known" in caplog.text
 
 
 def test_fine_tuning_refuses_what_does_not_fit(overfit_model, tmp_path):

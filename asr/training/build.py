@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from asr.augment import AugmentConfig, Augmenter
-from asr.checkpoint import CHECKPOINT, TOKENIZER, build_model
+from asr.checkpoint import CHECKPOINT, METRICS, TOKENIZER, TRAINING, build_model
 from asr.data import (
     DurationBatchSampler,
     SpeechDataset,
@@ -37,7 +37,7 @@ from asr.shards import ShardBatches
 from asr.tokenizer import Tokenizer
 from asr.training.faults import DataFaults
 from asr.training.options import check_compile, check_options, inductor_options
-from asr.training.pretrained import load_pretrained
+from asr.training.pretrained import HEARD, hours_heard, load_pretrained
 from asr.training.report import Report
 from asr.training.run_dir import resuming
 from asr.training.state import TrainState, load_training_state, seed_everything
@@ -61,6 +61,7 @@ class TrainingSetup:
                                         self.faults.skip_line)
         self.dev_utts = read_manifest(cfg.data.dev_manifest, cfg.data.on_error,
                                       self.faults.skip_line)
+        self.corpus_hours = sum(u.duration for u in self.train_utts) / 3600
         self.resumed = resuming(cfg.trainer, self.out_dir)
         # fine-tuning: the weights (with their CMVN) and the tokenizer come from a trained model
         pretrained = load_pretrained(cfg, [u.text for u in self.train_utts]) \
@@ -121,7 +122,20 @@ class TrainingSetup:
             batches = self.report.bar(loader, "CMVN statistics", unit="batch")
             self.model.frontend.set_cmvn((b["wave"], b["lengths"]) for b in batches
                                          if self.faults.usable(b))
-        return TrainState(init_from=self.cfg.trainer.init_from or "")
+        return TrainState(init_from=self.cfg.trainer.init_from or "",
+                          heard_before_hours=self._heard_before())
+
+    def _heard_before(self) -> float | None:
+        """The hours of audio the weights this run starts from had heard (0 from scratch)."""
+        source = self.cfg.trainer.init_from
+        if not source:
+            return 0.0
+        hours = hours_heard(source)
+        if hours is None:
+            self._warn(f"trainer.init_from={source}: no record of the hours of audio its weights "
+                       f"heard ({HEARD} in {TRAINING} or {METRICS}), so this run's "
+                       f"{HEARD} is not known")
+        return hours
 
     def _started_from(self, recorded: str | None) -> None:
         """A resumed run's trainer.init_from is the one it started with (its checkpoint's),

@@ -3,17 +3,20 @@ replace the random start, the learnt CMVN and the new vocabulary, once checked t
 """
 
 import argparse
+import json
+import math
 import sys
 from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
 
-from asr.checkpoint import ModelDirError, load_model_dir
+from asr.checkpoint import METRICS, TRAINING, ModelDirError, load_model_dir
 from asr.model import SpeechTransformer
 from asr.models import model_path
 from asr.text import normalize_text
 from asr.tokenizer import UNK_ID, Tokenizer
 from asr.training.options import TrainingError
+from asr.untrusted import UntrustedInputError, read_file
 
 # Settings that shape only training (losses, regularisation, SpecAugment): a fine-tuning run may
 # change them. Every other model and features setting must be the one the weights were trained
@@ -22,6 +25,8 @@ TRAINING_ONLY = {"model": {"dropout", "label_smoothing", "ctc_weight", "guided_a
                            "guided_attention_width", "n_vocab", "n_input"},
                  "features": {"freq_masks", "freq_width", "time_masks", "time_width",
                               "time_max_ratio", "vtlp"}}
+HEARD = "total_audio_hours_heard"  # a model directory's record of the audio its weights heard
+MAX_RECORD_BYTES = 16 << 20  # metrics.json holds every epoch and the loss curve
 
 
 def override(section: str, key: str, value: object) -> str:
@@ -42,6 +47,24 @@ def load(source: str) -> tuple[SpeechTransformer, Tokenizer]:
     except ModelDirError as err:
         raise TrainingError(f"trainer.init_from: {err}") from None
     return model, tokenizer
+
+
+def hours_heard(source: str) -> float | None:
+    """The hours of audio the weights `source` names (a model directory or a packaged model)
+    have heard in all, as their directory records it: a shipped model's TRAINING.json, or the
+    metrics.json that training wrote; None where neither holds a number of hours."""
+    directory = model_path(source)
+    for name in (TRAINING, METRICS):
+        if not (directory / name).is_file():
+            continue
+        try:
+            hours = json.loads(read_file(directory / name, MAX_RECORD_BYTES)).get(HEARD)
+        except (UntrustedInputError, ValueError, AttributeError):
+            return None
+        valid = isinstance(hours, (int, float)) and not isinstance(hours, bool) \
+            and math.isfinite(hours) and hours >= 0
+        return float(hours) if valid else None
+    return None
 
 
 def fixed_settings(model: SpeechTransformer) -> list[tuple[str, str, object]]:

@@ -40,6 +40,10 @@ class TrainState:
     # The weights the run started from (trainer.init_from; "" from scratch), so that a resumed
     # run's model directory says so too: what it has heard counts theirs (None: not recorded).
     init_from: str | None = None
+    # Hours of audio those weights had heard, read from their directory's record when the run
+    # started (0 from scratch; None: not recorded there), so that what this run's weights have
+    # heard in all does not depend on that directory as it is later.
+    heard_before_hours: float | None = None
     # The epoch in progress, saved mid-epoch so that a resumed run continues it exactly.
     epoch_batches: int = 0
     epoch_loss_sum: float = 0.0
@@ -59,6 +63,15 @@ class TrainState:
             self.audio_seconds += seconds
         self.loss_window.append(math.nan if loss is None else loss)
         self.epoch_batches += batches
+
+    def heard(self, corpus_hours: float) -> dict[str, float | None]:
+        """What the weights have heard: the hours of the corpus this run draws from, the hours
+        of training audio this run's steps learnt from (resumes included) and, added to what
+        the weights it started from had heard, in all (None where that is not recorded)."""
+        hours = self.audio_seconds / 3600
+        before = self.heard_before_hours
+        return {"corpus_train_hours": round(corpus_hours, 6), "audio_hours_heard": round(hours, 6),
+                "total_audio_hours_heard": None if before is None else round(before + hours, 6)}
 
     def curve_point(self, lr: float) -> None:
         """A point of the training-loss curve: the mean over the last steps (NaN if one was)."""

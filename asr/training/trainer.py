@@ -171,14 +171,16 @@ class Trainer(TrainingSetup):
         self.save_metrics()
 
     def save_metrics(self) -> None:
-        """metrics.json: the history so far. stopped_by_budget: the run ended at
-        trainer.max_minutes before its max_epochs, so a recipe can tell a converged model from
-        one that needs more time (written again when the stop is decided between epochs)."""
+        """metrics.json: the history so far and the hours of audio heard (`TrainState.heard`).
+        stopped_by_budget: the run ended at trainer.max_minutes before its max_epochs, so a
+        recipe can tell a converged model from one that needs more time (written again when the
+        stop is decided between epochs)."""
         state, trainer = self.state, self.cfg.trainer
         save_metrics(self.out_dir, {"best_dev_wer": state.best_wer, "steps": state.step,
                                     "audio_sec_per_sec": state.history[-1]["audio_sec_per_sec"],
                                     "max_epochs": trainer.max_epochs,
                                     "stopped_by_budget": self.budget_spent,
+                                    **state.heard(self.corpus_hours),
                                     "epochs": state.history, "loss_curve": state.loss_curve})
 
     def save_checkpoint(self) -> None:
@@ -206,7 +208,8 @@ class Trainer(TrainingSetup):
         if self.is_main:
             save_model_dir(self.out_dir / AVERAGED, self.model, self.tokenizer, self.cfg)
             save_metrics(self.out_dir / AVERAGED, {"averaged_epochs": epochs, "by": by, **dev,
-                                                   "best_single_dev_wer": best})
+                                                   "best_single_dev_wer": best,
+                                                   **self.state.heard(self.corpus_hours)})
         return dev
 
     def _lr(self) -> float:

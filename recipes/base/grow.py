@@ -7,21 +7,20 @@ self-attention's and the feed-forward's second layer) are zero. A Pre-LN block w
 add nothing is the identity, so the grown model writes exactly what the trained one writes, and
 a run that trains it on starts from the trained model's accuracy instead of from scratch
 (progressive stacking, Gong et al. 2019): a second, larger size without a second run of every
-round. Its TRAINING.json (the hours its weights have heard) is kept.
+round. The hours its weights have heard are kept (its metrics.json), for the run it starts.
 """
 
 import argparse
-import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from asr.checkpoint import ModelDirError, load_model_dir, save_model_dir
+from asr.checkpoint import ModelDirError, load_model_dir, save_metrics, save_model_dir
 from asr.model import SpeechTransformer
 from asr.models import model_path
-from recipes.base.ship import TRAINING
+from asr.training.pretrained import HEARD, hours_heard
 
 
 def layer_sources(old: int, new: int) -> list[int]:
@@ -74,8 +73,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {args.out}: exists and is not empty")
     args.out.mkdir(parents=True, exist_ok=True)
     save_model_dir(args.out, grown, tokenizer, config)
-    if (source / TRAINING).is_file():
-        shutil.copyfile(source / TRAINING, args.out / TRAINING)
+    heard = hours_heard(str(source))
+    if heard is not None:  # what the grown weights heard: the source's, for the run they start
+        save_metrics(args.out, {HEARD: heard})
     params = sum(p.numel() for p in grown.parameters()) / 1e6
     print(f"{args.out}: {args.encoder_layers} encoder layers grown from {model.dims.n_encoder_layers} "
           f"of {source} ({params:.1f}M parameters), computing what they compute")

@@ -10,8 +10,8 @@ written), everything else (biases, norms, CMVN statistics) in fp32. Beside the w
 config, the tokenizer, the default voice-command grammar (so `asr-demo` and `asr-intents`
 work with no grammar given), its calibration for that grammar when one is given (the
 intents.json that recipes/base/score.sh wrote beside the scored candidate) and TRAINING.json:
-what the model was trained on, for how many steps and hours of audio (as the scored candidate
-counted them when the run ended, when one is given), and the command that continues its training.
+what the model was trained on, for how many steps and hours of audio (as its training recorded
+them), and the command that continues its training.
 """
 
 import argparse
@@ -23,7 +23,6 @@ from itertools import islice
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from asr.assistant.intents.calibration import calibrated_confidence, grammar_digest
 from asr.checkpoint import (
@@ -31,6 +30,7 @@ from asr.checkpoint import (
     CONFIG,
     METRICS,
     TOKENIZER,
+    TRAINING,
     WEIGHTS,
     ModelDirError,
     load_model_dir,
@@ -39,13 +39,13 @@ from asr.checkpoint import (
 )
 from asr.data import iter_manifest
 from asr.models import FOLDER
+from asr.training.pretrained import HEARD
 from asr.transcriber import Transcriber
 
 MAX_BYTES = 25 << 20  # the package's budget for shipped weights
 DEFAULT_GRAMMAR = Path(__file__).resolve().parents[1] / "voice_commands" / "commands.yaml"
-TRAINING = "TRAINING.json"  # what a shipped model heard, and how to train it on
 CHECKED_UTTERANCES = 40  # per test manifest: fp16 must write what fp32 writes
-HEARD = ("epochs", "steps", "corpus_train_hours", "audio_hours_heard", "total_audio_hours_heard")
+RECORDED = ("corpus_train_hours", "audio_hours_heard", HEARD)  # TrainState.heard, in metrics.json
 CONTINUE = ("bash recipes/base/run.sh  # trains on from the latest round "
             "(recipes/base/README.md)")
 
@@ -56,33 +56,20 @@ def half_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             for name, value in state.items()}
 
 
-def trained_for(model_dir: Path, corpus: Path) -> dict:
-    """Steps, epochs and hours of audio heard, from the run's metrics (an averaged model's: its
-    run's) and its corpus, added to what the weights it started from had heard (`heard_before`)."""
-    epochs = run_metrics(model_dir).get("epochs", [])
-    train_hours = sum(u.duration for u in iter_manifest(corpus / "train.jsonl")) / 3600
-    steps = epochs[-1].get("step") if epochs else None
-    heard = {"epochs": len(epochs), "steps": steps, "corpus_train_hours": round(train_hours, 2),
-             "audio_hours_heard": round(len(epochs) * train_hours, 1)}
-    started = OmegaConf.load(model_dir / CONFIG).get("trainer", {}).get("init_from")
-    heard["total_audio_hours_heard"] = round(
-        heard_before(started, model_dir, steps) + heard["audio_hours_heard"], 1)
-    return heard
-
-
-def counted_when_scored(scored: Path | None, model_dir: Path) -> dict | None:
-    """The hours heard that score.sh counted into SCORED/TRAINING.json as the run ended, when
-    they are this model's (the same last step). Counting again later (`trained_for`) reads the
-    corpus and the weights the run started from as they are then, and a later round may have
-    changed both: merged another corpus into the same folder, written itself to the latest round."""
-    if scored is None:
-        return None
+def trained_for(model_dir: Path) -> dict:
+    """Epochs and steps of the run that made a model directory (an averaged model's: its run's)
+    and the hours of audio its weights heard, as training recorded them in its metrics.json."""
     try:
-        saved = json.loads((scored / TRAINING).read_text())
-        heard = {key: saved[key] for key in HEARD}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return heard if heard["steps"] == last_step(model_dir) else None
+        epochs = run_metrics(model_dir).get("epochs") or []
+        recorded = json.loads((model_dir / METRICS).read_text())
+        hours = {key: float(recorded[key]) for key in RECORDED}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        sys.exit(f"error: {model_dir / METRICS}: no record of the hours of audio its weights "
+                 f"heard ({', '.join(RECORDED)}, which asr.train writes)")
+    return {"epochs": len(epochs), "steps": epochs[-1].get("step") if epochs else None,
+            "corpus_train_hours": round(hours["corpus_train_hours"], 2),
+            "audio_hours_heard": round(hours["audio_hours_heard"], 1),
+            "total_audio_hours_heard": round(hours[HEARD], 1)}
 
 
 def run_metrics(model_dir: Path) -> dict:
@@ -97,33 +84,6 @@ def last_step(model_dir: Path) -> int | None:
     """The step the run that made a model directory ended at (None before its first epoch)."""
     epochs = run_metrics(model_dir).get("epochs") or [{}]
     return epochs[-1].get("step")
-
-
-def heard_before(started: str | None, model_dir: Path, steps: int | None) -> float:
-    """Hours of audio the weights a run started from (its trainer.init_from) had heard: a
-    shipped model's (its TRAINING.json; "base" is the package's), another run's model directory's
-    (from its own run), or 0 from scratch or where that is no longer known. A shipped folder
-    that holds this run's own result already (run.sh keeps a round where the next one starts
-    from; `steps`: the run's last) counts what it had heard before this run: its total less
-    this run's hours."""
-    source = FOLDER / "base" if started == "base" else Path(started) if started else None
-    if source is None:
-        return 0.0
-    if (source / TRAINING).is_file():
-        try:
-            saved = json.loads((source / TRAINING).read_text())
-            total = float(saved["total_audio_hours_heard"])
-            if came_from(saved, model_dir, steps):
-                return total - float(saved["audio_hours_heard"])
-            return total
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            sys.exit(f"error: {source / TRAINING}: no hours heard in it ({err})")
-    if not (source / METRICS).is_file() or not (source / CONFIG).is_file():
-        return 0.0
-    root = OmegaConf.load(source / CONFIG).get("data", {}).get("root")
-    if not root or not (Path(root) / "train.jsonl").is_file():
-        return 0.0
-    return trained_for(source, Path(root))["total_audio_hours_heard"]
 
 
 def same_transcripts(fp32: Path, fp16: Path, corpus: Path) -> tuple[int, int]:
@@ -172,8 +132,7 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str,
             raise SystemExit(f"error: {model_dir}: {size / 2**20:.1f} MB of weights in fp16, over the "
                              f"{MAX_BYTES >> 20} MB the package ships")
         checked, differ = same_transcripts(model_dir, staging, corpus)
-        heard = counted_when_scored(calibration, model_dir) or trained_for(model_dir, corpus)
-        info = {**heard,
+        info = {**trained_for(model_dir),
                 "source": str(model_dir), "corpus": str(corpus), "continue_with": command,
                 "weights_mb": round(size / 2**20, 2),
                 "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
