@@ -2,7 +2,8 @@
 
 Writes encoder.onnx (front end + encoder + every decoder layer's cross-attention keys/values
 and the CTC head), decoder.onnx (one decoder step over new tokens with its self-attention
-key/value cache), the config and the tokenizer into OUT (default DIR/onnx), the layout
+key/value cache), the config, the tokenizer and the model's own language model (the folder
+its `decode.lm` names, if any; it runs in torch) into OUT (default DIR/onnx), the layout
 `asr.onnx_backend` documents. `Transcriber.from_pretrained(DIR, backend="onnx")` runs them
 with the same searches. `--quantize int8` also quantises the weights of every matrix product
 to int8 (onnxruntime's dynamic quantisation: activations quantised on the fly) into
@@ -53,6 +54,7 @@ from asr.checkpoint import (
     section,
 )
 from asr.cli import ArgumentParser, print_error, quiet_pipe
+from asr.lm import LM_FILE
 from asr.model import SpeechTransformer, TextDecoder
 from asr.onnx_backend import (
     DECODER,
@@ -207,7 +209,8 @@ def check_out(out: Path, source: Path) -> None:
     if not out.is_dir():
         raise ModelDirError(f"{out}: not a folder; refused")
     names = {p.name for p in out.iterdir() if not _TEMP.fullmatch(p.name)}
-    others = sorted(names - set(EXPORT_FILES))
+    lm = own_lm(source)
+    others = sorted(names - {*EXPORT_FILES, *([Path(lm).parts[0]] if lm else [])})
     if others:
         more = f" and {len(others) - 1} more" if len(others) > 1 else ""
         raise ModelDirError(f"{out}: holds {others[0]}{more}, which no export writes; refused "
@@ -250,10 +253,27 @@ def staged(out: Path) -> Iterator[Path]:
 
 
 def copy_settings(source: Path, out: Path) -> None:
-    """The config and tokenizer files beside the graphs, as the model directory has them."""
+    """The config and tokenizer files beside the graphs, as the model directory has them, and
+    the model's own language model (the folder its `decode.lm` names, if any)."""
     for name in (CONFIG, TOKENIZER):
         data = (source / name).read_bytes()
         atomic_write(out / name, lambda f, data=data: f.write(data))
+    lm = own_lm(source)
+    if lm is not None and (source / lm).is_dir():
+        (out / lm).mkdir(parents=True)
+        for name in (LM_FILE, TOKENIZER):
+            data = (source / lm / name).read_bytes()
+            atomic_write(out / lm / name, lambda f, data=data: f.write(data))
+
+
+def own_lm(source: Path) -> str | None:
+    """The folder inside a model or export directory that its config's `decode.lm` names."""
+    try:
+        lm = (section(load_config(source / CONFIG), "decode") or {}).get("lm")
+    except (ModelDirError, AttributeError):
+        return None
+    path = Path(lm) if isinstance(lm, str) else None
+    return lm if path is not None and not path.is_absolute() and ".." not in path.parts else None
 
 
 def _export(module: nn.Module, args: tuple, path: Path, inputs: tuple, outputs: tuple,

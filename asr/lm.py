@@ -33,6 +33,7 @@ from asr.tokenizer import Tokenizer
 from asr.untrusted import UntrustedInputError, check_fields, check_ranges, from_section, read_file
 
 LM_FILE, TOKENIZER_FILE = "lm.pt", "tokenizer.model"
+LM_FOLDER = "lm"  # a model directory's own language model, which its decode.lm names
 
 
 @dataclass

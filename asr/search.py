@@ -50,7 +50,7 @@ class DecodingOptions:
     encoder_batch: int = 8  # encode at most this many at once (CPU: bigger batches spill caches)
     lead_in_ms: float = 0.0  # silence put before each utterance (for clips cut tight to the speech)
     words: list[str] | None = None  # write only these words (any order, any number; None: any)
-    lm: str | None = None  # language model directory (asr.train_lm) for shallow fusion
+    lm: str | None = None  # language model directory (asr.train_lm) fused into free search
     lm_weight: float = 1.0  # log P_att + lm_weight * log P_lm, when `lm` is given
     grammar: str | None = None  # a grammar file (Rhino context YAML): write only its sentences
 
@@ -76,6 +76,8 @@ class DecodingOptions:
         if self.grammar is not None and (self.mode == "ctc_greedy" or self.words is not None):
             raise ValueError("decode.grammar constrains the attention search: not with "
                              "decode.mode=ctc_greedy nor decode.words")
+        if self.grammar is not None and self.lm is not None:
+            raise ValueError("decode.grammar is the search's language: not with decode.lm")
         if self.lm is not None and self.mode == "ctc_greedy":
             raise ValueError("decode.lm fuses with the attention search, not decode.mode=ctc_greedy")
         if not 0.0 <= self.ctc_weight < 1.0:
@@ -115,8 +117,9 @@ class Task(Protocol):
 
 class Scorer:
     """Joint next-token scores for a batch of hypotheses of a `DecodingTask`: attention decoder
-    (through a cache or not) fused with its language model if given, logit filters, length
-    limit, and optionally the CTC prefix score (from the batch's CTC `logits`). With the task's
+    (through a cache or not) fused with its language model if given (not inside a grammar,
+    whose sentences are the search's language), logit filters, length limit, and optionally
+    the CTC prefix score (from the batch's CTC `logits`). With the task's
     grammar only its sentences may be written; no repetition limit then: the grammar bounds
     what may repeat."""
 
@@ -125,8 +128,8 @@ class Scorer:
         network, options = task.network, task.options
         self.inference = network.inference(memory, memory_lengths, options.kv_cache)
         self.group = group
-        self.lm = LanguageModel(task.lm) if task.lm is not None and options.lm_weight > 0 \
-            else None
+        fuse = task.lm is not None and options.lm_weight > 0 and task.token_grammar is None
+        self.lm = LanguageModel(task.lm) if fuse else None
         self.lm_weight = options.lm_weight
         self.filters: list[LogitFilter] = [SuppressTokens([PAD_ID, BOS_ID])]
         self.in_grammar = task.token_grammar is not None

@@ -127,7 +127,8 @@ class Transcriber:
     def set_grammar(self, grammar: Grammar | str | Path | None) -> None:
         """Write only this grammar's sentences from now on (a `Grammar`, or a grammar file);
         None: free text again. The model stays loaded: a new grammar takes what reading it
-        takes (as Vosk's `SetGrammar`)."""
+        takes (as Vosk's `SetGrammar`). A language model stays loaded, fused again when the
+        grammar is taken away: the grammar's sentences are the search's language."""
         if grammar is not None and not isinstance(grammar, Grammar):
             grammar = Grammar.load(grammar)
         options = replace(self.options, grammar=None)
@@ -156,8 +157,11 @@ class Transcriber:
         except (TypeError, ValueError) as err:
             raise ModelDirError(f"{Path(directory) / CONFIG}: {err}") from None
         grammar = options.pop("grammar") if isinstance(options.get("grammar"), Grammar) else None
+        if grammar is not None and options.get("lm") is not None:
+            raise ValueError("decode.grammar is the search's language: not with decode.lm")
         if grammar is not None:
             options["grammar"] = None  # the object in place of the file the model may name
+        saved = own_lm(saved, options, grammar is not None, model_path(directory))
         chosen = from_section(DecodingOptions, {**saved, **options}, "decode")
         return cls(model, tokenizer, chosen, vad, batch_size, grammar)
 
@@ -258,6 +262,24 @@ class Transcriber:
             return [(self.tokenizer.decode(ids), None) for ids in self.task.run(wave, lengths)]
         found = self.task.hypotheses(wave, lengths, align)
         return [(self.tokenizer.decode(h.tokens), h) for h in found]
+
+
+def own_lm(saved: dict, options: dict, grammar: bool, directory: Path) -> dict:
+    """The saved decoding settings with the model's own language model (`decode.lm`, a folder
+    inside the model directory) as a path, or without it where the search chosen does not
+    fuse one: a grammar (whose sentences are the search's language, as Vosk's grammar takes
+    the place of its language model) or CTC alone. An `lm` in `options` wins over it."""
+    name = saved.get("lm")
+    if name is None or "lm" in options:
+        return saved
+    if grammar or options.get("grammar") is not None or saved.get("grammar") is not None \
+            or options.get("mode", saved.get("mode")) == "ctc_greedy":
+        return {**saved, "lm": None}
+    path = Path(name)
+    if path.is_absolute() or ".." in path.parts:
+        raise ModelDirError(f"{directory / CONFIG}: decode.lm must name a folder inside the "
+                            f"model directory, got {short(name)}")
+    return {**saved, "lm": str(directory / path)}
 
 
 def check_arguments(options: object, vad: object, batch_size: object) -> None:

@@ -23,7 +23,7 @@ import pytest
 import soundfile as sf
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 from onnx import TensorProto, helper
 
 from asr import transcribe
@@ -31,9 +31,10 @@ from asr.checkpoint import ModelDirError, build_model, save_model_dir
 from asr.config import register_configs
 from asr.export import export_onnx
 from asr.export import main as export_main
+from asr.lm import LM_FOLDER
 from asr.tokenizer import Tokenizer
 from asr.transcriber import Transcriber
-from helpers import COMMANDS, FSDD, ROOT, noise_clips
+from helpers import COMMANDS, FSDD, ROOT, noise_clips, write_untrained_lm
 
 SEARCHES = {"greedy": {"beam_size": 1, "ctc_weight": 0.0},
             "beam with CTC": {"beam_size": 4, "ctc_weight": 0.5},
@@ -79,6 +80,29 @@ def test_onnx_decodes_as_torch(overfit_model, exported, search):
     for (_, a), (_, b) in zip(found, expected, strict=True):  # scores, to float rounding
         assert (a.confidence, a.avg_logprob, a.no_speech_prob) == pytest.approx(
             (b.confidence, b.avg_logprob, b.no_speech_prob), abs=1e-5)
+
+
+def test_an_export_carries_the_models_own_lm_and_fuses_it_as_torch(overfit_model, tmp_path):
+    model_dir, _, _ = overfit_model
+    with_lm = tmp_path / "model"
+    shutil.copytree(model_dir, with_lm)
+    write_untrained_lm(model_dir, with_lm / LM_FOLDER)
+    config = OmegaConf.load(with_lm / "config.yaml")
+    config.decode.lm, config.decode.lm_weight = LM_FOLDER, 3.0
+    OmegaConf.save(config, with_lm / "config.yaml")
+    export_onnx(with_lm, with_lm / "onnx")
+    assert sorted(p.name for p in (with_lm / "onnx" / LM_FOLDER).iterdir()) == [
+        "lm.pt", "tokenizer.model"]
+    search = {"beam_size": 4, "ctc_weight": 0.5}
+    ours = Transcriber.from_pretrained(with_lm, "cpu", vad=None, **search)
+    waves = [ours.load(path) for path in real_audio(overfit_model)]
+    without = Transcriber.from_pretrained(with_lm, "cpu", vad=None, lm_weight=0.0, **search)
+    expected = ours.transcribe_waves(waves)
+    assert expected != without.transcribe_waves(waves)  # the random LM moves the search
+    for folder in (with_lm, with_lm / "onnx"):  # a model directory's graphs, or the export's
+        onnx = Transcriber.from_pretrained(folder, vad=None, backend="onnx", **search)
+        assert onnx.transcribe_waves(waves) == expected
+    export_onnx(with_lm, with_lm / "onnx")  # an earlier export with its LM may be replaced
 
 
 def test_onnx_transcribes_a_long_file_as_torch(overfit_model, exported, tmp_path):

@@ -3,13 +3,15 @@ moves the search towards what it has read; bad inputs are one-line errors."""
 
 import math
 import os
+import shutil
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from asr.checkpoint import ModelDirError, load_model_dir
 from asr.decoding import DecodingOptions, decode
-from asr.lm import LMDimensions, TokenLM, load_lm
+from asr.lm import LM_FOLDER, LMDimensions, TokenLM, load_lm
 from asr.tokenizer import BOS_ID, Tokenizer
 from asr.train_lm import main as train_lm
 from asr.transcriber import Transcriber
@@ -68,6 +70,47 @@ def test_fusion_moves_the_search_towards_the_lm(overfit_model, one_lm):
     options = {"beam_size": 4, "ctc_weight": 0.5, "lm": str(one_lm), "lm_weight": 1.0}
     assert (decode(model, wave, lengths, DecodingOptions(kv_cache=True, **options), tokenizer)
             == decode(model, wave, lengths, DecodingOptions(kv_cache=False, **options), tokenizer))
+
+
+def own_lm_copy(model_dir, lm_dir, out, **decode):
+    """A copy of `model_dir` holding `lm_dir` as its own language model (config decode.lm)."""
+    shutil.copytree(model_dir, out)
+    shutil.copytree(lm_dir, out / LM_FOLDER)
+    config = OmegaConf.load(out / "config.yaml")
+    config.decode.lm = LM_FOLDER
+    for key, value in decode.items():
+        config.decode[key] = value
+    OmegaConf.save(config, out / "config.yaml")
+    return out
+
+
+def test_a_model_directory_fuses_its_own_lm_into_free_search_only(overfit_model, one_lm,
+                                                                   tmp_path, monkeypatch):
+    """decode.lm in a model's config names a folder inside it, wherever the model is read
+    from; a grammar or CTC alone decodes without it, and an lm given at load time wins."""
+    model_dir, entries, _ = overfit_model
+    paths, texts = [p for p, _ in entries], [t for _, t in entries]
+    moved = own_lm_copy(model_dir, one_lm, tmp_path / "model", lm_weight=20.0, ctc_weight=0.0)
+    monkeypatch.chdir(tmp_path / "model" / LM_FOLDER)  # not where the model is: the folder is still found
+
+    def heard(model=moved, **options) -> list[str]:
+        found = Transcriber.from_pretrained(model, device="cpu", vad=None, beam_size=4, **options)
+        return [r.text for r in found.transcribe(paths)]
+
+    assert heard() == ["one"] * len(paths)
+    assert heard(lm_weight=0.0) == texts
+    assert heard(mode="ctc_greedy") == heard(model_dir, mode="ctc_greedy")  # CTC spells "ni"
+    grammar = tmp_path / "words.yaml"
+    grammar.write_text("context:\n  expressions:\n    say:\n" +
+                       "".join(f'      - "{t}"\n' for t in texts))
+    assert heard(grammar=str(grammar)) == texts
+    with pytest.raises(ValueError, match="^decode.grammar is the search's language: not with "
+                                         "decode.lm$"):
+        heard(grammar=str(grammar), lm=str(one_lm))
+    escaping = own_lm_copy(model_dir, one_lm, tmp_path / "escaping", lm="../lm")
+    with pytest.raises(ModelDirError, match=f"^{escaping}/config.yaml: decode.lm must name a "
+                                            "folder inside the model directory, got '../lm'$"):
+        Transcriber.from_pretrained(escaping, device="cpu")
 
 
 def test_lm_errors_are_one_line(overfit_model, one_lm, tmp_path, capsys):
