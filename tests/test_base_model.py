@@ -33,6 +33,19 @@ def test_the_shipped_model_is_small_and_says_what_it_was_trained_on():
     assert checked["transcripts_differing"] <= checked["utterances"] // 50  # broken: most flip
 
 
+def test_the_shipped_language_model_fuses_into_free_text_only(base):
+    """The shipped folder's own LM (recipes/base/ship.py --lm) is fused into free search; a
+    grammar's search runs without it."""
+    decode = base.options
+    if decode.lm is None:
+        pytest.skip("the shipped model has no language model")
+    checked = json.loads((SHIPPED / "TRAINING.json").read_text())["lm"]["fp16_check"]
+    assert checked["transcripts_differing"] <= checked["utterances"] // 50
+    assert base.task.lm is not None and decode.lm == str(SHIPPED / "lm") and decode.lm_weight > 0
+    constrained = Transcriber.from_pretrained(device="cpu", vad=None, grammar=str(COFFEE))
+    assert constrained.task.lm is None and constrained.options.lm is None
+
+
 def test_base_transcribes_real_people_it_never_heard(base):
     require_shared()
     heard = [base.transcribe(path).text for path in HEARD]

@@ -90,6 +90,9 @@ def test_wheel_holds_the_library_and_its_configs_only(installed):
     modules = sorted(n for n in names if n.endswith(".py") and not n.startswith("asr/conf/"))
     assert modules == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "asr").rglob("*.py"))
     assert sorted({n.split("/")[0] for n in names if "dist-info" not in n}) == ["asr"]
+    shipped = {str(p.relative_to(ROOT)) for p in (ROOT / "asr" / "models").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts}
+    assert shipped <= set(names), sorted(shipped - set(names))  # the base model's lm/ too
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     where = installed["run"]("python", "-c", "import asr; print(asr.__file__); print(asr.CONF_DIR)")
     module, conf = where.stdout.splitlines()

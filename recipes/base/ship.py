@@ -12,6 +12,14 @@ work with no grammar given), its calibration for that grammar when one is given 
 intents.json that recipes/base/score.sh wrote beside the scored candidate) and TRAINING.json:
 what the model was trained on, for how many steps and hours of audio (as its training recorded
 them), and the command that continues its training.
+
+    python -m recipes.base.ship --lm exp/base_lm --lm-weight 0.75 --corpus data/base \
+        [--model exp/base] [--out asr/models/base]
+
+With `--lm` a language model (`recipes/base/lm.sh`) goes into the folder's lm/ (in fp16, the
+same check against fp32 at beam 5) and its config's `decode.lm` and `decode.lm_weight` name it,
+so free transcription fuses it by default; without `--model` it is added to the folder that is
+shipped already.
 """
 
 import argparse
@@ -19,10 +27,13 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
 from asr.assistant.intents.calibration import calibrated_confidence, grammar_digest
 from asr.checkpoint import (
@@ -33,11 +44,14 @@ from asr.checkpoint import (
     TRAINING,
     WEIGHTS,
     ModelDirError,
+    load_config,
     load_model_dir,
+    load_torch,
     save_text,
     save_torch,
 )
 from asr.data import iter_manifest
+from asr.lm import LM_FILE, LM_FOLDER, load_lm
 from asr.models import FOLDER
 from asr.training.pretrained import HEARD
 from asr.transcriber import Transcriber
@@ -86,15 +100,18 @@ def last_step(model_dir: Path) -> int | None:
     return epochs[-1].get("step")
 
 
-def same_transcripts(fp32: Path, fp16: Path, corpus: Path) -> tuple[int, int]:
+def same_transcripts(fp32: Path, fp16: Path, corpus: Path,
+                     fp32_options: dict | None = None) -> tuple[int, int]:
     """(utterances, differing transcripts) over the first CHECKED_UTTERANCES of each test
-    manifest, greedy decoding, the fp32 model against its fp16 copy."""
+    manifest, the fp32 model (with `fp32_options`) against its fp16 copy: greedy decoding, or
+    beam 5 with a language model (`fp32_options` naming the fp32 one)."""
     files = []
     for manifest in sorted(corpus.glob("test*.jsonl")):
         files += [u.audio_filepath for u in islice(iter_manifest(manifest), CHECKED_UTTERANCES)]
+    beam = {"beam_size": 5 if fp32_options else 1}
     texts = []
-    for directory in (fp32, fp16):
-        transcriber = Transcriber.from_pretrained(str(directory), "cpu", vad=None, beam_size=1)
+    for directory, options in ((fp32, {**beam, **(fp32_options or {})}), (fp16, beam)):
+        transcriber = Transcriber.from_pretrained(str(directory), "cpu", vad=None, **options)
         texts.append([t.text for t in transcriber.transcribe(files)])
     return len(files), sum(a != b for a, b in zip(*texts, strict=True))
 
@@ -114,13 +131,10 @@ def calibration_for(scored: Path, out: Path) -> str:
 
 
 def ship(model_dir: Path, corpus: Path, out: Path, command: str,
-         calibration: Path | None = None) -> dict:
+         calibration: Path | None = None, lm: tuple[Path, float] | None = None) -> dict:
     """Write the shipped folder next to `out`, check it, then put it in place."""
     model, _, _ = load_model_dir(model_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)  # e.g. ~/.cache/asr/base on a fresh machine
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    staging.chmod(0o755)  # package data, readable by all (mkdtemp makes it the owner's alone)
-    try:
+    with staged(out) as staging:
         save_torch(half_weights(model.state_dict()), staging / WEIGHTS)
         for name in (CONFIG, TOKENIZER):
             shutil.copyfile(model_dir / name, staging / name)
@@ -136,13 +150,58 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str,
                 "source": str(model_dir), "corpus": str(corpus), "continue_with": command,
                 "weights_mb": round(size / 2**20, 2),
                 "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
+        if lm is not None:
+            info["lm"] = add_lm(staging, *lm, corpus)
         save_text(json.dumps(info, indent=1) + "\n", staging / TRAINING)
+    return info
+
+
+def ship_lm(out: Path, lm_dir: Path, weight: float, corpus: Path) -> dict:
+    """Add a language model to the shipped folder `out` (a checked copy takes its place)."""
+    if not (out / TRAINING).is_file():
+        raise ModelDirError(f"{out}: not a shipped model (no {TRAINING})")
+    with staged(out) as staging:
+        shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LM_FOLDER))
+        info = json.loads((staging / TRAINING).read_text())
+        info["lm"] = add_lm(staging, lm_dir, weight, corpus)
+        save_text(json.dumps(info, indent=1) + "\n", staging / TRAINING)
+    return info
+
+
+@contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A new folder beside `out` to write the shipped model into; it replaces `out` when the
+    block ends well, and is deleted either way."""
+    out.parent.mkdir(parents=True, exist_ok=True)  # e.g. ~/.cache/asr/base on a fresh machine
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    staging.chmod(0o755)  # package data, readable by all (mkdtemp makes it the owner's alone)
+    try:
+        yield staging
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return info
+
+
+def add_lm(folder: Path, lm_dir: Path, weight: float, corpus: Path) -> dict:
+    """The language model in `lm_dir` into FOLDER/lm in fp16, named by the config's
+    `decode.lm` at `weight`; what it is, as TRAINING.json records it."""
+    _, tokenizer, _ = load_model_dir(folder)
+    load_lm(lm_dir, tokenizer)  # it must be a language model of this tokenizer
+    saved = load_torch(lm_dir / LM_FILE)
+    (folder / LM_FOLDER).mkdir()
+    save_torch({**saved, "state_dict": half_weights(saved["state_dict"])},
+               folder / LM_FOLDER / LM_FILE)
+    shutil.copyfile(folder / TOKENIZER, folder / LM_FOLDER / TOKENIZER)
+    config = load_config(folder / CONFIG)
+    config.decode.lm, config.decode.lm_weight = LM_FOLDER, weight
+    save_text(OmegaConf.to_yaml(config), folder / CONFIG)
+    checked, differ = same_transcripts(folder, folder, corpus, {"lm": str(lm_dir.resolve())})
+    return {"source": str(lm_dir), "weight": weight,
+            "dev_loss": (saved.get("metrics") or {}).get("dev_loss"),
+            "mb": round((folder / LM_FOLDER / LM_FILE).stat().st_size / 2**20, 2),
+            "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
 
 
 def shipped_from(shipped: Path, run_dir: Path) -> bool:
@@ -178,16 +237,28 @@ def main(argv: list[str] | None = None) -> None:
                         help="the command that trains these weights on, for TRAINING.json")
     parser.add_argument("--calibration", type=Path, metavar="SCORED",
                         help="ship the intents.json that score.sh wrote into SCORED")
+    parser.add_argument("--lm", type=Path, metavar="LM",
+                        help="ship this language model (asr.train_lm) with the model, fused by "
+                             "default into free transcription; without --model: add it to --out")
+    parser.add_argument("--lm-weight", type=float, default=0.75,
+                        help="its weight (decode.lm_weight; recipes/base/lm.sh picks it on dev)")
     parser.add_argument("--kept-from", type=Path, metavar="RUN",
                         help="ship nothing: exit 0 when --out's weights came from the run "
                              "directory RUN, 1 when not")
     args = parser.parse_args(argv)
     if args.kept_from is not None:
         sys.exit(0 if shipped_from(args.out, args.kept_from) else 1)
-    if args.model is None or args.corpus is None:
-        parser.error("--model and --corpus are required")
+    if args.corpus is None or (args.model is None and args.lm is None):
+        parser.error("--corpus and --model (or --lm) are required")
+    if not 0 < args.lm_weight <= 100:
+        parser.error(f"--lm-weight must be in (0, 100], got {args.lm_weight}")
+    lm = None if args.lm is None else (args.lm, args.lm_weight)
     try:
-        info = ship(args.model, args.corpus, args.out, args.continue_with, args.calibration)
+        if args.model is None:
+            info = ship_lm(args.out, *lm, args.corpus)
+        else:
+            info = ship(args.model, args.corpus, args.out, args.continue_with, args.calibration,
+                        lm)
     except ModelDirError as err:
         sys.exit(f"error: {err}")
     print(json.dumps(info, indent=1))
