@@ -4,9 +4,9 @@
 "base" is one general English acoustic model (recipes/base: broad text in many synthetic
 voices plus real people), so that a grammar given at load time constrains its search and works
 with no training; fine-tuning starts from it (`trainer.init_from=base`). Its folder is an
-ordinary model directory (weights in fp16, config, tokenizer, its default grammar and the
-grammar search's calibrated threshold); `TRAINING.json` beside them says what it was trained on
-and for how long.
+ordinary model directory (weights in fp16, config, tokenizer, its default grammar, the
+grammar search's calibrated threshold, and in lm/ the language model its config fuses into free
+transcription); `TRAINING.json` beside them says what it was trained on and for how long.
 
 A name wins over a folder of the same name in the working directory, as whisper's model names
 do: write `./base` for such a folder.
