@@ -209,7 +209,7 @@ def check_out(out: Path, source: Path) -> None:
     if not out.is_dir():
         raise ModelDirError(f"{out}: not a folder; refused")
     names = {p.name for p in out.iterdir() if not _TEMP.fullmatch(p.name)}
-    lm = own_lm(source)
+    lm = lm_folder(source)
     others = sorted(names - {*EXPORT_FILES, *([Path(lm).parts[0]] if lm else [])})
     if others:
         more = f" and {len(others) - 1} more" if len(others) > 1 else ""
@@ -258,7 +258,7 @@ def copy_settings(source: Path, out: Path) -> None:
     for name in (CONFIG, TOKENIZER):
         data = (source / name).read_bytes()
         atomic_write(out / name, lambda f, data=data: f.write(data))
-    lm = own_lm(source)
+    lm = lm_folder(source)
     if lm is not None and (source / lm).is_dir():
         (out / lm).mkdir(parents=True)
         for name in (LM_FILE, TOKENIZER):
@@ -266,7 +266,7 @@ def copy_settings(source: Path, out: Path) -> None:
             atomic_write(out / lm / name, lambda f, data=data: f.write(data))
 
 
-def own_lm(source: Path) -> str | None:
+def lm_folder(source: Path) -> str | None:
     """The folder inside a model or export directory that its config's `decode.lm` names."""
     try:
         lm = (section(load_config(source / CONFIG), "decode") or {}).get("lm")
