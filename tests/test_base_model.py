@@ -119,5 +119,8 @@ def test_fine_tuning_from_the_base_improves_dev_acceptance_within_its_budget(tmp
             "data.batch_size=8", "scheduler.warmup_steps=4"])
     state = Trainer(cfg).fit()
     assert len(state.history) == 3
+    assert state.history[-1]["train_loss"] < state.history[0]["train_loss"], state.history
     before, after = accepted("base"), accepted(out)
-    assert after > before, (before, after)
+    # the base may already accept every dev command of four invented words (the twenty-fifth
+    # round does): then the fine-tune must keep them all
+    assert after > before or after == before == 1.0, (before, after)
