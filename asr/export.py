@@ -54,7 +54,7 @@ from asr.checkpoint import (
     section,
 )
 from asr.cli import ArgumentParser, print_error, quiet_pipe
-from asr.lm import LM_FILE
+from asr.lm import LM_FILE, inside
 from asr.model import SpeechTransformer, TextDecoder
 from asr.onnx_backend import (
     DECODER,
@@ -272,8 +272,7 @@ def lm_folder(source: Path) -> str | None:
         lm = (section(load_config(source / CONFIG), "decode") or {}).get("lm")
     except (ModelDirError, AttributeError):
         return None
-    path = Path(lm) if isinstance(lm, str) else None
-    return lm if path is not None and not path.is_absolute() and ".." not in path.parts else None
+    return lm if isinstance(lm, str) and inside(lm) else None
 
 
 def _export(module: nn.Module, args: tuple, path: Path, inputs: tuple, outputs: tuple,

@@ -36,6 +36,12 @@ LM_FILE, TOKENIZER_FILE = "lm.pt", "tokenizer.model"
 LM_FOLDER = "lm"  # a model directory's own language model, which its decode.lm names
 
 
+def inside(name: str) -> bool:
+    """Whether a model directory's `decode.lm` names a folder inside it (relative, no "..")."""
+    path = Path(name)
+    return not path.is_absolute() and ".." not in path.parts
+
+
 @dataclass
 class LMDimensions:
     """Sizes of the language model (a decoder-only Transformer with rotary positions)."""

@@ -35,6 +35,7 @@ from asr.checkpoint import CONFIG, ModelDirError, load_model_dir, section
 from asr.decoding import DecodingOptions, DecodingTask, Hypothesis
 from asr.device import pick_device
 from asr.grammar import Grammar
+from asr.lm import inside
 from asr.model import SpeechTransformer
 from asr.models import DEFAULT as DEFAULT_MODEL
 from asr.models import model_path
@@ -275,11 +276,10 @@ def own_lm(saved: dict, options: dict, grammar: bool, directory: Path) -> dict:
     if grammar or options.get("grammar") is not None or saved.get("grammar") is not None \
             or options.get("mode", saved.get("mode")) == "ctc_greedy":
         return {**saved, "lm": None}
-    path = Path(name)
-    if path.is_absolute() or ".." in path.parts:
+    if not inside(name):
         raise ModelDirError(f"{directory / CONFIG}: decode.lm must name a folder inside the "
                             f"model directory, got {short(name)}")
-    return {**saved, "lm": str(directory / path)}
+    return {**saved, "lm": str(directory / name)}
 
 
 def check_arguments(options: object, vad: object, batch_size: object) -> None:
