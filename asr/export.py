@@ -54,7 +54,7 @@ from asr.checkpoint import (
     section,
 )
 from asr.cli import ArgumentParser, print_error, quiet_pipe
-from asr.lm import LM_FILE, inside
+from asr.lm import copy_lm, inside
 from asr.model import SpeechTransformer, TextDecoder
 from asr.onnx_backend import (
     DECODER,
@@ -259,11 +259,8 @@ def copy_settings(source: Path, out: Path) -> None:
         data = (source / name).read_bytes()
         atomic_write(out / name, lambda f, data=data: f.write(data))
     lm = lm_folder(source)
-    if lm is not None and (source / lm).is_dir():
-        (out / lm).mkdir(parents=True)
-        for name in (LM_FILE, TOKENIZER):
-            data = (source / lm / name).read_bytes()
-            atomic_write(out / lm / name, lambda f, data=data: f.write(data))
+    if lm is not None:
+        copy_lm(source, out, lm)
 
 
 def lm_folder(source: Path) -> str | None:

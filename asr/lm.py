@@ -42,6 +42,20 @@ def inside(name: str) -> bool:
     return not path.is_absolute() and ".." not in path.parts
 
 
+def copy_lm(source: Path, out: Path, name: str) -> None:
+    """The language model in folder `name` of model directory `source` into the same folder
+    of `out` (its weights and tokenizer, nothing else the folder may hold), when it is there."""
+    if not (inside(name) and (source / name).is_dir()):
+        return
+    for file in (LM_FILE, TOKENIZER_FILE):
+        if not (source / name / file).is_file():
+            raise ModelDirError(f"{source / name}: not a language model directory (no {file})")
+    (out / name).mkdir(parents=True, exist_ok=True)
+    for file in (LM_FILE, TOKENIZER_FILE):
+        data = (source / name / file).read_bytes()
+        atomic_write(out / name / file, lambda f, data=data: f.write(data))
+
+
 @dataclass
 class LMDimensions:
     """Sizes of the language model (a decoder-only Transformer with rotary positions)."""

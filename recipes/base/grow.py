@@ -7,7 +7,8 @@ self-attention's and the feed-forward's second layer) are zero. A Pre-LN block w
 add nothing is the identity, so the grown model writes exactly what the trained one writes, and
 a run that trains it on starts from the trained model's accuracy instead of from scratch
 (progressive stacking, Gong et al. 2019): a second, larger size without a second run of every
-round. The hours its weights have heard are kept (its metrics.json), for the run it starts.
+round. The hours its weights have heard are kept (its metrics.json), for the run it starts,
+and so is the source's own language model (the folder its `decode.lm` names).
 """
 
 import argparse
@@ -18,6 +19,7 @@ from pathlib import Path
 import torch
 
 from asr.checkpoint import ModelDirError, load_model_dir, save_metrics, save_model_dir
+from asr.lm import copy_lm
 from asr.model import SpeechTransformer
 from asr.models import model_path
 from asr.training.pretrained import HEARD, hours_heard
@@ -73,6 +75,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {args.out}: exists and is not empty")
     args.out.mkdir(parents=True, exist_ok=True)
     save_model_dir(args.out, grown, tokenizer, config)
+    if config.decode.lm is not None:  # its own language model, as the source fuses it
+        try:
+            copy_lm(source, args.out, config.decode.lm)
+        except ModelDirError as err:
+            sys.exit(f"error: {err}")
     heard = hours_heard(str(source))
     if heard is not None:  # what the grown weights heard: the source's, for the run they start
         save_metrics(args.out, {HEARD: heard})
