@@ -74,12 +74,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"error: {args.out}: exists and is not empty")
     args.out.mkdir(parents=True, exist_ok=True)
-    save_model_dir(args.out, grown, tokenizer, config)
-    if config.decode.lm is not None:  # its own language model, as the source fuses it
-        try:
+    if config.decode.lm is not None:  # its own language model, as the source fuses it; first,
+        try:  # since copy_lm checks it before writing: a broken one leaves nothing written
             copy_lm(source, args.out, config.decode.lm)
         except ModelDirError as err:
             sys.exit(f"error: {err}")
+    save_model_dir(args.out, grown, tokenizer, config)
     heard = hours_heard(str(source))
     if heard is not None:  # what the grown weights heard: the source's, for the run they start
         save_metrics(args.out, {HEARD: heard})
