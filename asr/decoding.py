@@ -38,7 +38,7 @@ no-speech guard, the prefix score, the scores and the word alignment.
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -65,7 +65,7 @@ class Hypothesis:
     words: list[WordFrames] | None = None  # CTC forced alignment, when asked for and possible
     nbest: Ranked | None = None  # with a grammar: its sentences found, (ids, score) best first
     garbage_ratio: float | None = None  # with a grammar: `garbage_ratio` of `tokens`
-    free_tokens: list[int] | None = None  # with a grammar: the CTC head's best path, free
+    free_tokens: list[int] | None = None  # with a grammar, when asked: the free transcript
 
 
 class DecodingTask:
@@ -102,6 +102,10 @@ class DecodingTask:
                           f"{', '.join(map(repr, unwritable[:5]))}{more} (letters its tokenizer "
                           "lacks): no sentence holding them can be recognised", stacklevel=2)
         self.lm = lm
+        # With a grammar, the search the model makes without it (its language model fused):
+        # what was heard, against which the grammar's sentence is checked.
+        self.free = None if grammar is None else DecodingTask(
+            self.network, replace(options, grammar=None), tokenizer, None, lm)
 
     @staticmethod
     def _tokenizer(tokenizer: Tokenizer | None, needs: str) -> Tokenizer:
@@ -113,14 +117,22 @@ class DecodingTask:
     def run(self, wave: Tensor, lengths: Tensor) -> list[list[int]]:
         """Token ids (no BOS/EOS) of the best transcript of each waveform of a padded batch."""
         memory, memory_lengths = self.encode(wave, lengths)
-        ranked = self.search(memory, memory_lengths, self.ctc_logits(memory))
-        return [best[0][0] if best else [] for best in ranked]
+        return self.best(memory, memory_lengths, self.ctc_logits(memory))
+
+    def best(self, memory: Tensor, memory_lengths: Tensor, logits: Tensor | None
+             ) -> list[list[int]]:
+        """Each utterance's best transcript's ids (empty: none) given the memory, its lengths
+        and its CTC logits."""
+        return [best[0][0] if best else [] for best in self.search(memory, memory_lengths, logits)]
 
     @torch.no_grad()
-    def hypotheses(self, wave: Tensor, lengths: Tensor, align: bool = False) -> list[Hypothesis]:
+    def hypotheses(self, wave: Tensor, lengths: Tensor, align: bool = False,
+                   free: bool = False) -> list[Hypothesis]:
         """`run`, each transcript with its scores and, with `align` (needs the CTC head and
         the tokenizer), its words' encoder frames (lead-in included). With a grammar, each
-        also carries its n-best list, its `garbage_ratio` and the free CTC best path."""
+        also carries its n-best list and its `garbage_ratio`, and with `free` the free
+        transcript: what the same search writes without the grammar, on the same encoder
+        states (a grammar sentence unlike it was forced onto speech that says something else)."""
         memory, memory_lengths = self.encode(wave, lengths)
         logits = self.ctc_logits(memory)
         ranked = self.search(memory, memory_lengths, logits)
@@ -131,10 +143,11 @@ class DecodingTask:
         rows = [{} for _ in found]
         if self.token_grammar is not None:
             ratios = garbage_ratio(self.network, memory, memory_lengths, found, log_probs)
-            free = ctc_greedy(log_probs, memory_lengths) if log_probs is not None else None
+            heard = self.free.best(memory, memory_lengths, logits) \
+                if free and self.free is not None else None
             for row, (best, ratio) in enumerate(zip(ranked, ratios, strict=True)):
                 rows[row] = {"nbest": best, "garbage_ratio": ratio,
-                             "free_tokens": free[row] if free is not None else None}
+                             "free_tokens": heard[row] if heard is not None else None}
         if align:
             if log_probs is None or self.pieces is None:
                 raise ValueError("word alignment needs a model with a CTC head and the "

@@ -50,7 +50,7 @@ class DecodingOptions:
     encoder_batch: int = 8  # encode at most this many at once (CPU: bigger batches spill caches)
     lead_in_ms: float = 0.0  # silence put before each utterance (for clips cut tight to the speech)
     words: list[str] | None = None  # write only these words (any order, any number; None: any)
-    lm: str | None = None  # language model directory (asr.train_lm) fused into free search
+    lm: str | None = None  # language model (asr.train_lm) fused into free search, never a grammar's
     lm_weight: float = 1.0  # log P_att + lm_weight * log P_lm, when `lm` is given
     grammar: str | None = None  # a grammar file (Rhino context YAML): write only its sentences
 
@@ -76,8 +76,6 @@ class DecodingOptions:
         if self.grammar is not None and (self.mode == "ctc_greedy" or self.words is not None):
             raise ValueError("decode.grammar constrains the attention search: not with "
                              "decode.mode=ctc_greedy nor decode.words")
-        if self.grammar is not None and self.lm is not None:
-            raise ValueError("decode.grammar is the search's language: not with decode.lm")
         if self.lm is not None and self.mode == "ctc_greedy":
             raise ValueError("decode.lm fuses with the attention search, not decode.mode=ctc_greedy")
         if not 0.0 <= self.ctc_weight < 1.0:

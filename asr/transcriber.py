@@ -18,7 +18,7 @@ and the acoustic `confidence`) and, with `word_timestamps`, its words timed by t
 (`asr.alignment`). The model runs in torch or, exported (`python -m asr.export`), in
 onnxruntime (`backend="onnx"`): the same searches and scores either way. With a `grammar`
 (a Rhino context file, `asr.grammar`) the search writes only the grammar's sentences, as Vosk's
-grammar argument does. The evaluate and transcribe command lines are thin wrappers around this
+grammar argument does; `transcribe_scored` also gives what the model heard without it. The evaluate and transcribe command lines are thin wrappers around this
 class.
 """
 
@@ -128,8 +128,8 @@ class Transcriber:
     def set_grammar(self, grammar: Grammar | str | Path | None) -> None:
         """Write only this grammar's sentences from now on (a `Grammar`, or a grammar file);
         None: free text again. The model stays loaded: a new grammar takes what reading it
-        takes (as Vosk's `SetGrammar`). A language model stays loaded, fused again when the
-        grammar is taken away: the grammar's sentences are the search's language."""
+        takes (as Vosk's `SetGrammar`). A language model stays loaded, fused into the free
+        search only: the grammar's sentences are the grammar search's language."""
         if grammar is not None and not isinstance(grammar, Grammar):
             grammar = Grammar.load(grammar)
         options = replace(self.options, grammar=None)
@@ -158,11 +158,9 @@ class Transcriber:
         except (TypeError, ValueError) as err:
             raise ModelDirError(f"{Path(directory) / CONFIG}: {err}") from None
         grammar = options.pop("grammar") if isinstance(options.get("grammar"), Grammar) else None
-        if grammar is not None and options.get("lm") is not None:
-            raise ValueError("decode.grammar is the search's language: not with decode.lm")
         if grammar is not None:
             options["grammar"] = None  # the object in place of the file the model may name
-        saved = own_lm(saved, options, grammar is not None, model_path(directory))
+        saved = own_lm(saved, options, model_path(directory))
         chosen = from_section(DecodingOptions, {**saved, **options}, "decode")
         return cls(model, tokenizer, chosen, vad, batch_size, grammar)
 
@@ -232,15 +230,18 @@ class Transcriber:
                           ) -> list[tuple[str, Hypothesis]]:
         """`transcribe_waves`, each text with its `Hypothesis`: its scores (`confidence`: how
         well the audio supports it, for rejecting what was not said clearly or at all), with a
-        grammar its n-best list and `garbage_ratio`, with `align` its words' frames."""
-        return self._batched(waves, scored=True, align=align)
+        grammar its n-best list, `garbage_ratio` and the free transcript (`free_tokens`: what
+        the model writes without the grammar), with `align` its words' frames."""
+        return self._batched(waves, scored=True, align=align, free=True)
 
-    def _batched(self, waves: list[torch.Tensor], scored: bool, align: bool = False) -> list:
+    def _batched(self, waves: list[torch.Tensor], scored: bool, align: bool = False,
+                 free: bool = False) -> list:
         """Every wave is checked as an array input is (`prepare_array`: finite, not over
         MAX_SECONDS), whichever entry point it came through."""
         rate = self.sample_rate
         waves = [prepare_array(w, rate, rate, f"<input {i}>") for i, w in enumerate(waves)]
-        return by_length(waves, self.batch_size, lambda chunk: self._decode(chunk, scored, align))
+        return by_length(waves, self.batch_size,
+                         lambda chunk: self._decode(chunk, scored, align, free))
 
     def _segment(self, utterance: SpeechSpan, found: Hypothesis, text: str,
                  word_timestamps: bool) -> Segment:
@@ -257,24 +258,25 @@ class Transcriber:
         """One batch, decoded with scores (and word frames with `align`)."""
         return self.task.hypotheses(*padded(waves, self.device), align)
 
-    def _decode(self, waves: list[torch.Tensor], scored: bool, align: bool = False) -> list:
+    def _decode(self, waves: list[torch.Tensor], scored: bool, align: bool = False,
+                free: bool = False) -> list:
         wave, lengths = padded(waves, self.device)
         if not scored:
             return [(self.tokenizer.decode(ids), None) for ids in self.task.run(wave, lengths)]
-        found = self.task.hypotheses(wave, lengths, align)
+        found = self.task.hypotheses(wave, lengths, align, free)
         return [(self.tokenizer.decode(h.tokens), h) for h in found]
 
 
-def own_lm(saved: dict, options: dict, grammar: bool, directory: Path) -> dict:
+def own_lm(saved: dict, options: dict, directory: Path) -> dict:
     """The saved decoding settings with the model's own language model (`decode.lm`, a folder
-    inside the model directory) as a path, or without it where the search chosen does not
-    fuse one: a grammar (whose sentences are the search's language, as Vosk's grammar takes
-    the place of its language model) or CTC alone. An `lm` in `options` wins over it."""
+    inside the model directory) as a path, or without it where no search fuses one: CTC
+    alone. With a grammar it is kept for the free transcript, never fused into the grammar's
+    search (whose sentences are its language, as Vosk's grammar takes the place of its
+    language model). An `lm` in `options` wins over it."""
     name = saved.get("lm")
     if name is None or "lm" in options:
         return saved
-    if grammar or options.get("grammar") is not None or saved.get("grammar") is not None \
-            or options.get("mode", saved.get("mode")) == "ctc_greedy":
+    if options.get("mode", saved.get("mode")) == "ctc_greedy":
         return {**saved, "lm": None}
     if not inside(name):
         raise ModelDirError(f"{directory / CONFIG}: decode.lm must name a folder inside the "

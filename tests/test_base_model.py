@@ -35,7 +35,8 @@ def test_the_shipped_model_is_small_and_says_what_it_was_trained_on():
 
 def test_the_shipped_language_model_fuses_into_free_text_only(base):
     """The shipped folder's own LM (recipes/base/ship.py --lm) is fused into free search; a
-    grammar's search runs without it."""
+    grammar's search runs without it, and its free transcript (what the sentence is checked
+    against) is the free search's, LM and all."""
     decode = base.options
     if decode.lm is None:
         pytest.skip("the shipped model has no language model")
@@ -43,7 +44,14 @@ def test_the_shipped_language_model_fuses_into_free_text_only(base):
     assert checked["transcripts_differing"] <= checked["utterances"] // 50
     assert base.task.lm is not None and decode.lm == str(SHIPPED / "lm") and decode.lm_weight > 0
     constrained = Transcriber.from_pretrained(device="cpu", vad=None, grammar=str(COFFEE))
-    assert constrained.task.lm is None and constrained.options.lm is None
+    assert constrained.options.lm == decode.lm and constrained.task.free.lm is not None
+    require_shared()
+    clips = list(HEARD)
+    scored = constrained.transcribe_scored([constrained.load(c) for c in clips])
+    grammar = Grammar.load(COFFEE)
+    assert all(grammar.parse(text) is not None for text, _ in scored if text)
+    free = [constrained.tokenizer.decode(h.free_tokens) for _, h in scored]
+    assert free == [t.text for t in base.transcribe(clips)]
 
 
 def test_base_transcribes_real_people_it_never_heard(base):

@@ -87,7 +87,9 @@ def own_lm_copy(model_dir, lm_dir, out, **decode):
 def test_a_model_directory_fuses_its_own_lm_into_free_search_only(overfit_model, one_lm,
                                                                    tmp_path, monkeypatch):
     """decode.lm in a model's config names a folder inside it, wherever the model is read
-    from; a grammar or CTC alone decodes without it, and an lm given at load time wins."""
+    from; a grammar's search and CTC alone decode without it, and an lm given at load time
+    wins. With a grammar it is fused into the free transcript the sentence is checked
+    against."""
     model_dir, entries, _ = overfit_model
     paths, texts = [p for p, _ in entries], [t for _, t in entries]
     moved = own_lm_copy(model_dir, one_lm, tmp_path / "model", lm_weight=20.0, ctc_weight=0.0)
@@ -104,9 +106,12 @@ def test_a_model_directory_fuses_its_own_lm_into_free_search_only(overfit_model,
     grammar.write_text("context:\n  expressions:\n    say:\n" +
                        "".join(f'      - "{t}"\n' for t in texts))
     assert heard(grammar=str(grammar)) == texts
-    with pytest.raises(ValueError, match="^decode.grammar is the search's language: not with "
-                                         "decode.lm$"):
-        heard(grammar=str(grammar), lm=str(one_lm))
+    assert heard(grammar=str(grammar), lm=str(one_lm)) == texts
+    inside = Transcriber.from_pretrained(moved, device="cpu", vad=None, beam_size=4,
+                                         grammar=str(grammar))
+    scored = inside.transcribe_scored([inside.load(p) for p in paths])
+    assert [text for text, _ in scored] == texts  # the grammar's search: no LM
+    assert [inside.tokenizer.decode(h.free_tokens) for _, h in scored] == ["one"] * len(paths)
     escaping = own_lm_copy(model_dir, one_lm, tmp_path / "escaping", lm="../lm")
     with pytest.raises(ModelDirError, match=f"^{escaping}/config.yaml: decode.lm must name a "
                                             "folder inside the model directory, got '../lm'$"):

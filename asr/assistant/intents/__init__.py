@@ -16,10 +16,11 @@ The grammar (`asr.grammar`: a Rhino context file, by default the model directory
 - `grammar` (the default), as Rhino, Vosk or pocketsphinx with a grammar do: the decoder's
   beam search writes only the grammar's sentences (`decode.grammar`), and the intent and every
   slot are read off the winning sentence's path (`Grammar.parse`). Whether the utterance is a
-  command at all is a likelihood ratio: the same audio scored against the best free path,
-  which may say anything (`asr.decoding.garbage_ratio`, per frame), and the agreement of that
-  free path's words with the sentence (`agreement`); `confidence` is exp(-ratio) x agreement,
-  and an utterance is refused below `min_confidence`. That threshold is
+  command at all is a likelihood ratio: the same audio scored against the CTC head's best
+  free path, which may say anything (`asr.decoding.garbage_ratio`, per frame), and the
+  agreement of the sentence with the free transcript, what the model writes on the same audio
+  without the grammar (`agreement`); `confidence` is exp(-ratio) x agreement, and an
+  utterance is refused below `min_confidence`. That threshold is
   calibrated on dev when the model is trained (`calibrate`, stored in the model directory's
   `intents.json`); a model without it uses DEFAULT_MIN_CONFIDENCE. The n-best sentences give
   the other readings with their probabilities (`Intent.alternatives`), so an application can

@@ -82,7 +82,7 @@ class IntentParser:
               nbest: list[tuple[str, float]] | None = None, free: str | None = None) -> Intent:
         """The intent of `text`; `found` (None: the text alone, as typed) carries the audio's
         scores, `nbest` the grammar search's sentences with their scores, best first, `free`
-        the text of the free path (the CTC head's best path)."""
+        the free transcript (what the model wrote without the grammar)."""
         if self.search == "free":
             return self._match(normalize_text(text), None if found is None else found.confidence)
         return self._read(normalize_text(text), found, nbest or [], free)
@@ -135,12 +135,16 @@ class IntentParser:
 
 
 def agreement(sentence: str, free: str | None) -> float:
-    """How far the free path's text agrees with the grammar sentence, in [0, 1]: 1 - their
-    character edit distance / the longer one's length (1 without a free path). Where the
-    model hears little (its CTC best path mostly blank, as on a long sentence over a telephone
+    """How far the free transcript agrees with the grammar sentence, in [0, 1]: 1 - their
+    character edit distance / the longer one's length (1 without one). A search inside a
+    grammar always finds a sentence; what the model writes free of it says whether that
+    sentence was said. Where the model hears little (as on a long sentence over a telephone
     line) a short grammar sentence fits the frames cheaply, and only what it heard tells.
-    Characters, not words: a one-word command heard with one letter off still mostly agrees.
-    """
+    The free transcript is the model's whole search (attention, CTC and its language model),
+    not the CTC head's best path alone: that path writes other speech's sounds as near-words
+    ("bip") which the grammar's nearest sentence ("up") still half agrees with, where the
+    search writes words. Characters, not words: a one-word command heard with one letter off
+    still mostly agrees."""
     if free is None:
         return 1.0
     return Levenshtein.normalized_similarity(sentence, normalize_text(free))

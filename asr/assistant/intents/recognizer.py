@@ -13,7 +13,8 @@ from .parser import DEFAULT_THRESHOLD, Intent, IntentParser
 
 
 def free_text(transcriber: Transcriber, found: Hypothesis | None) -> str | None:
-    """The free path's text (the CTC best path the grammar search was scored against)."""
+    """The free transcript's text: what the model wrote without the grammar, on the same
+    audio (`DecodingTask.hypotheses`), which the grammar search's sentence is checked against."""
     if found is None or found.free_tokens is None:
         return None
     return transcriber.tokenizer.decode(found.free_tokens)
