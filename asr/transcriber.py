@@ -18,8 +18,8 @@ and the acoustic `confidence`) and, with `word_timestamps`, its words timed by t
 (`asr.alignment`). The model runs in torch or, exported (`python -m asr.export`), in
 onnxruntime (`backend="onnx"`): the same searches and scores either way. With a `grammar`
 (a Rhino context file, `asr.grammar`) the search writes only the grammar's sentences, as Vosk's
-grammar argument does; `transcribe_scored` also gives what the model heard without it. The evaluate and transcribe command lines are thin wrappers around this
-class.
+grammar argument does; `transcribe_scored` also gives what the model heard without it. The
+evaluate and transcribe command lines are thin wrappers around this class.
 """
 
 from collections.abc import Iterable, Iterator
