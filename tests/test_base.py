@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from asr.assistant.intents.calibration import grammar_digest
-from asr.checkpoint import TRAINING, WEIGHTS, ModelDirError
+from asr.assistant.intents.scoring import calibrate_model
+from asr.checkpoint import CALIBRATION_FILE, TRAINING, WEIGHTS, ModelDirError
 from asr.lm import LM_FILE, LM_FOLDER
 from asr.models import FOLDER, model_path
 from asr.train_lm import main as train_lm
 from asr.transcriber import Transcriber
-from helpers import train_config
+from helpers import COMMANDS, require_shared, train_config
 from recipes.base import prepare, ship
 from recipes.base.text import ALONE_SHARES, alone_text
 from recipes.common import kokoro
@@ -96,8 +97,14 @@ def test_training_lowers_the_loss_and_the_model_ships_in_fp16(corpus, tmp_path):
                      "--warmup-steps", "2", "--eval-every", "10", "--d-model", "32",
                      "--layers", "1", "--d-ff", "64", "--batch-tokens", "256",
                      "--threads", "1"]) == 0
+    calibration = calibration_manifest(tmp_path / "calibration.jsonl")
+    calibrate_model(out, calibration)
     with_lm = ship.ship_lm(out, lm, 0.5, corpus)
     assert with_lm == {**info, "lm": with_lm["lm"]}
+    saved = json.loads((out / CALIBRATION_FILE).read_text())  # chosen again, with the LM
+    assert saved["min_confidence"] == with_lm["lm"]["min_confidence"]
+    assert saved["grammar"] == str(out / "grammar.yaml") and saved["manifest"] == str(calibration)
+    assert calibrate_model(out, calibration)[0] == with_lm["lm"]["min_confidence"]
     assert json.loads((out / TRAINING).read_text()) == with_lm
     assert with_lm["lm"]["weight"] == 0.5 and with_lm["lm"]["fp16_check"]["utterances"] == len(
         rows(corpus / "test.jsonl"))
@@ -106,6 +113,31 @@ def test_training_lowers_the_loss_and_the_model_ships_in_fp16(corpus, tmp_path):
     transcriber = Transcriber.from_pretrained(str(out), device="cpu")
     assert transcriber.task.lm is not None and transcriber.options.lm_weight == 0.5
     assert re.fullmatch(r"[a-z' ]*", transcriber.transcribe(corpus / "sample.wav").text)
+
+
+def calibration_manifest(path: Path) -> Path:
+    """Ten of Speech Commands' words said by people (the default grammar's `word` intent) and
+    ten other words, as a calibration manifest."""
+    require_shared()
+    words = sorted((COMMANDS / "yes").glob("*.wav"))[:5] + sorted((COMMANDS / "no").glob("*.wav"))[:5]
+    others = sorted((COMMANDS / "_unknown_").glob("*.wav"))[:10]
+    rows = [{"audio_filepath": str(w), "intent": "word", "slots": {"word": w.parent.name}}
+            for w in words] + [{"audio_filepath": str(o), "intent": None} for o in others]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_a_language_model_needs_the_calibration_manifest_to_ship(tmp_path):
+    """Adding a language model changes the free transcript the grammar search is checked
+    against, so a calibration whose manifest is gone cannot be carried over."""
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    (folder / CALIBRATION_FILE).write_text(json.dumps({"min_confidence": 0.3,
+                                                       "manifest": "gone.jsonl"}))
+    with pytest.raises(ModelDirError, match=f"^{folder / CALIBRATION_FILE}: calibrated on "
+                                            "'gone.jsonl', which is not here; the threshold must "
+                                            "be chosen again with the language model$"):
+        ship.recalibrate(folder, tmp_path / "out")
 
 
 def test_shipped_names_resolve_to_the_package_and_paths_stay_paths():

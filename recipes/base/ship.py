@@ -19,7 +19,9 @@ them), and the command that continues its training.
 With `--lm` a language model (`recipes/base/lm.sh`) goes into the folder's lm/ (in fp16, the
 same check against fp32 at beam 5) and its config's `decode.lm` and `decode.lm_weight` name it,
 so free transcription fuses it by default; without `--model` it is added to the folder that is
-shipped already.
+shipped already. The folder's calibration is then chosen again, on the manifest its
+intents.json names: the grammar search checks its sentence against the free transcript, which
+the language model changes.
 """
 
 import argparse
@@ -36,6 +38,7 @@ import torch
 from omegaconf import OmegaConf
 
 from asr.assistant.intents.calibration import calibrated_confidence, grammar_digest
+from asr.assistant.intents.scoring import calibrate_model
 from asr.checkpoint import (
     CALIBRATION_FILE,
     CONFIG,
@@ -50,7 +53,7 @@ from asr.checkpoint import (
     save_text,
     save_torch,
 )
-from asr.data import iter_manifest
+from asr.data import ManifestError, iter_manifest
 from asr.lm import LM_FILE, LM_FOLDER, load_lm
 from asr.models import FOLDER
 from asr.training.pretrained import HEARD
@@ -151,7 +154,7 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str,
                 "weights_mb": round(size / 2**20, 2),
                 "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
         if lm is not None:
-            info["lm"] = add_lm(staging, *lm, corpus)
+            info["lm"] = add_lm(staging, *lm, corpus, out)
         save_text(json.dumps(info, indent=1) + "\n", staging / TRAINING)
     return info
 
@@ -163,7 +166,7 @@ def ship_lm(out: Path, lm_dir: Path, weight: float, corpus: Path) -> dict:
     with staged(out) as staging:
         shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LM_FOLDER))
         info = json.loads((staging / TRAINING).read_text())
-        info["lm"] = add_lm(staging, lm_dir, weight, corpus)
+        info["lm"] = add_lm(staging, lm_dir, weight, corpus, out)
         save_text(json.dumps(info, indent=1) + "\n", staging / TRAINING)
     return info
 
@@ -184,9 +187,10 @@ def staged(out: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def add_lm(folder: Path, lm_dir: Path, weight: float, corpus: Path) -> dict:
+def add_lm(folder: Path, lm_dir: Path, weight: float, corpus: Path, out: Path) -> dict:
     """The language model in `lm_dir` into FOLDER/lm in fp16, named by the config's
-    `decode.lm` at `weight`; what it is, as TRAINING.json records it."""
+    `decode.lm` at `weight`, and the folder's calibration chosen again with it (`recalibrate`;
+    FOLDER becomes `out`); what it is, as TRAINING.json records it."""
     _, tokenizer, _ = load_model_dir(folder)
     load_lm(lm_dir, tokenizer)  # it must be a language model of this tokenizer
     saved = load_torch(lm_dir / LM_FILE)
@@ -198,10 +202,31 @@ def add_lm(folder: Path, lm_dir: Path, weight: float, corpus: Path) -> dict:
     config.decode.lm, config.decode.lm_weight = LM_FOLDER, weight
     save_text(OmegaConf.to_yaml(config), folder / CONFIG)
     checked, differ = same_transcripts(folder, folder, corpus, {"lm": str(lm_dir.resolve())})
-    return {"source": str(lm_dir), "weight": weight,
+    return {"source": str(lm_dir), "weight": weight, "min_confidence": recalibrate(folder, out),
             "dev_loss": (saved.get("metrics") or {}).get("dev_loss"),
             "mb": round((folder / LM_FOLDER / LM_FILE).stat().st_size / 2**20, 2),
             "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
+
+
+def recalibrate(folder: Path, out: Path) -> float | None:
+    """The grammar search's threshold chosen again on the manifest FOLDER/intents.json names
+    (None: the folder holds no calibration). The grammar search checks its sentence against
+    the free transcript, which fuses the language model: a threshold chosen without it does
+    not hold with it."""
+    path = folder / CALIBRATION_FILE
+    if not path.is_file():
+        return None
+    manifest = json.loads(path.read_text()).get("manifest")
+    if not isinstance(manifest, str) or not Path(manifest).is_file():
+        raise ModelDirError(f"{path}: calibrated on {manifest!r}, which is not here; the threshold "
+                            "must be chosen again with the language model")
+    try:
+        chosen, _ = calibrate_model(folder, manifest)
+    except ManifestError as err:
+        raise ModelDirError(f"{path}: {err}") from None
+    saved = json.loads(path.read_text())
+    save_text(json.dumps({**saved, "grammar": str(out / "grammar.yaml")}, indent=1) + "\n", path)
+    return chosen
 
 
 def shipped_from(shipped: Path, run_dir: Path) -> bool:

@@ -55,10 +55,18 @@ from .parser import (
     agreement,
 )
 from .recognizer import IntentRecognizer, free_text, nbest_texts
-from .scoring import acceptance, at_confidence, calibrate, evaluate, read_commands, recognize_manifest
+from .scoring import (
+    acceptance,
+    at_confidence,
+    calibrate,
+    calibrate_model,
+    evaluate,
+    read_commands,
+    recognize_manifest,
+)
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "DEFAULT_THRESHOLD", "SEARCHES", "Alternative", "Intent",
            "IntentParser", "IntentRecognizer", "acceptance", "agreement", "at_confidence",
-           "calibrate", "calibrated_confidence", "default_min_confidence", "evaluate",
+           "calibrate", "calibrate_model", "calibrated_confidence", "default_min_confidence", "evaluate",
            "free_text", "grammar_digest", "grammar_file", "main", "nbest_texts", "read_commands",
            "recognize_manifest", "save_calibration"]

@@ -22,20 +22,9 @@ from asr.models import DEFAULT as DEFAULT_MODEL
 from asr.models import model_path
 from asr.outputs import model_files
 
-from .calibration import save_calibration
 from .parser import DEFAULT_MIN_CONFIDENCE, DEFAULT_THRESHOLD, SEARCHES
 from .recognizer import IntentRecognizer
-from .scoring import (
-    CALIBRATION_COST,
-    acceptance,
-    at_confidence,
-    calibrate,
-    check_calibration_rows,
-    evaluate,
-    format_report,
-    read_commands,
-    recognize_rows,
-)
+from .scoring import calibrate_model, evaluate, format_report
 
 PROG = "asr-intents"  # the installed command (pyproject's [project.scripts])
 MODULE = "python -m asr.assistant.intents"  # the same, run from a checkout
@@ -140,16 +129,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _calibrate(args: argparse.Namespace) -> int:
     """Pick min_confidence on the manifest, write DIR/intents.json, report the manifest there."""
-    recognizer = IntentRecognizer.from_pretrained(args.model, args.grammar, args.device,
-                                                  min_confidence=0.0)
-    rows = read_commands(args.manifest)
-    check_calibration_rows(rows, recognizer.parser.grammar, args.manifest)
-    results = recognize_rows(recognizer, rows)
-    chosen = calibrate(results)
-    report = acceptance(at_confidence(results, chosen))
-    path = save_calibration(args.model, args.grammar, chosen, manifest=str(args.manifest),
-                            cost_of_a_false_acceptance=CALIBRATION_COST, dev=report)
-    print(f"min_confidence {chosen:.4f} (written to {path})")
+    chosen, report = calibrate_model(args.model, args.manifest, args.grammar, args.device)
+    print(f"min_confidence {chosen:.4f} (written to {model_path(args.model) / CALIBRATION_FILE})")
     return _report(report, args)
 
 

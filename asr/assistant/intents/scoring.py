@@ -21,6 +21,7 @@ from asr.grammar import Grammar
 from asr.progress import progress
 from asr.untrusted import UntrustedInputError, read_text
 
+from .calibration import save_calibration
 from .parser import Intent
 from .recognizer import IntentRecognizer
 
@@ -179,6 +180,22 @@ def calibrate(results: list[Result]) -> float:
         return missed / commands + CALIBRATION_COST * accepted / non_commands
 
     return min(candidates, key=lambda t: (risk(t), t))
+
+
+def calibrate_model(model_dir: str | Path, manifest: str | Path,
+                    grammar: str | Path | None = None, device: str = "cpu") -> tuple[float, dict]:
+    """Choose the grammar search's min_confidence for a model directory (and a grammar file;
+    None: its own) on a manifest, and write it to DIR/intents.json: the threshold and the
+    report of the manifest at it."""
+    recognizer = IntentRecognizer.from_pretrained(model_dir, grammar, device, min_confidence=0.0)
+    rows = read_commands(manifest)
+    check_calibration_rows(rows, recognizer.parser.grammar, manifest)
+    results = recognize_rows(recognizer, rows)
+    chosen = calibrate(results)
+    report = acceptance(at_confidence(results, chosen))
+    save_calibration(model_dir, grammar, chosen, manifest=str(manifest),
+                     cost_of_a_false_acceptance=CALIBRATION_COST, dev=report)
+    return chosen, report
 
 
 def check_calibration_rows(rows: list[Row], grammar: Grammar, manifest: str | Path) -> None:
