@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.grammar}: {grammar.count():.3g} sentences, {len(grammar.expressions)} "
           f"expressions; compiled in {seconds:.3f} s into {len(grammar.automaton.empty)} nodes, "
           f"{grammar.automaton.arcs} arcs ({compiled_bytes / 1e6:.1f} MB)")
-    print(f"after {args.rounds} rounds: {len(inside.grammar.automaton._states)} search states, "
-          f"{len(inside.token_grammar._masks)} token masks remembered "
+    print(f"after {args.rounds} rounds: {inside.grammar.automaton.states_held} search states, "
+          f"{len(inside.task.token_grammar._masks)} token masks remembered "
           f"(+{grown / 1e6:.1f} MB, decoding's own allocations included)")
     print(f"{machine()['cpu']}, {args.threads} threads, {len(waves)} utterances "
           f"({audio_seconds:.0f} s of audio), batch 1, median of {args.rounds} rounds:")

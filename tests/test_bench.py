@@ -216,3 +216,27 @@ def test_intents_bench_scores_every_search_and_condition(tmp_path):
         assert table["people"]["kitchen 6 dB"]["command_acceptance"] in (0.0, 0.5, 1.0)  # of 2
     assert result["searches"]["grammar at 0"]["min_confidence"] == 0
     assert result["latency"]["commands"] == 2 and "search grammar" in stdout
+
+
+def test_grammar_bench_times_both_searches(tmp_path):
+    """benchmarks/grammar.py: the grammar's size, the search states it remembered and each
+    search's RTF and acceptance, on people's words with an untrained model."""
+    from helpers import COMMANDS, write_untrained_model
+
+    require_shared()
+    model = write_untrained_model(tmp_path)
+    grammar = model / "grammar.yaml"
+    clips = sorted((COMMANDS / "yes").glob("*.wav"))[:2]
+    manifest = tmp_path / "commands.jsonl"
+    manifest.write_text("".join(json.dumps({"audio_filepath": str(c), "intent": "word",
+                                            "slots": {"word": "yes"}}) + "\n" for c in clips))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.grammar", "--threads", "1", "--rounds", "1",
+         "--model", str(model), "--grammar", str(grammar), "--manifest", str(manifest)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("after 1 rounds: ") and "search states" in lines[1]
+    assert [line.split()[0] for line in lines[-2:]] == ["grammar", "free"]
+    assert all(" RTF " in line and "command acceptance" in line for line in lines[-2:])
