@@ -129,8 +129,12 @@ def calibration_for(scored: Path, out: Path) -> str:
     saved = json.loads(path.read_text())
     if saved.get("grammar_sha256") != grammar_digest(DEFAULT_GRAMMAR):
         raise ModelDirError(f"{path}: calibrated for another grammar than {DEFAULT_GRAMMAR}")
-    return json.dumps({**saved, "min_confidence": value, "grammar": str(out / "grammar.yaml")},
-                      indent=1) + "\n"
+    return placed({**saved, "min_confidence": value}, out)
+
+
+def placed(calibration: dict, out: Path) -> str:
+    """A calibration as the shipped folder `out` keeps it: naming the grammar file there."""
+    return json.dumps({**calibration, "grammar": str(out / "grammar.yaml")}, indent=1) + "\n"
 
 
 def ship(model_dir: Path, corpus: Path, out: Path, command: str,
@@ -224,8 +228,7 @@ def recalibrate(folder: Path, out: Path) -> float | None:
         chosen, _ = calibrate_model(folder, manifest)
     except ManifestError as err:
         raise ModelDirError(f"{path}: {err}") from None
-    saved = json.loads(path.read_text())
-    save_text(json.dumps({**saved, "grammar": str(out / "grammar.yaml")}, indent=1) + "\n", path)
+    save_text(placed(json.loads(path.read_text()), out), path)  # calibrate_model wrote it anew
     return chosen
 
 
