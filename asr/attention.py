@@ -20,7 +20,6 @@ separate pieces that attention composes:
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils import skip_init
 
 from asr.positions import RelativePosition, Rotary
 
@@ -301,8 +300,10 @@ def packed(layers: list[nn.Linear]) -> nn.Linear:
     """One linear layer computing `layers`' outputs side by side, with their initial weights:
     drawn as separate layers draw them, so a seed gives the model it gave the separate ones."""
     device = layers[0].weight.device
-    layer = skip_init(nn.Linear, layers[0].in_features, sum(x.out_features for x in layers),
-                      device=device)
+    forked = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=forked):  # its initial weights are replaced below
+        layer = nn.Linear(layers[0].in_features, sum(x.out_features for x in layers),
+                          device=device)
     with torch.no_grad():
         layer.weight.copy_(torch.cat([x.weight for x in layers]))
         layer.bias.copy_(torch.cat([x.bias for x in layers]))

@@ -53,6 +53,7 @@ SEPARATE = {"qkv": ("query", "key", "value"), "kv": ("key", "value")}  # version
 GRAMMAR_FILE = "grammar.yaml"  # the grammar a model directory was trained for
 CALIBRATION_FILE = "intents.json"  # the grammar search's threshold calibrated on dev
 TRAINING = "TRAINING.json"  # a shipped model's record: what it heard, how to train it on
+DIRECT_NUMBERS = 1 << 26  # a network under this many numbers (256 MB) is built at once
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB
 MAX_TOKENIZER_BYTES = 64 << 20  # sentencepiece: about 1 MB for 32k pieces
 MAX_TORCH_BYTES = 8 << 30  # weights (and a training checkpoint: weights and optimiser state)
@@ -410,15 +411,42 @@ def load_model_dir(directory: str | Path, device: str | torch.device = "cpu",
     state = load_state_dict(directory / WEIGHTS)
     try:
         frontend = FrontEnd(features)  # small (its settings are bounded), and needed for real
-        with torch.device("meta"):  # the network's shapes, without allocating it
-            network = SpeechTransformer(dims, features, frontend)
+        network = shape_network(lambda: SpeechTransformer(dims, features, frontend),
+                                network_bound(dims))
     except (RuntimeError, ValueError) as err:
         raise ModelDirError(f"{directory / CONFIG}: {first_line(err)}") from None
     upgrade_weights(state, network)
     check_shapes(state, network, directory / WEIGHTS)
-    model = SpeechTransformer(dims, features, frontend)
+    model = network if not is_meta(network) else SpeechTransformer(dims, features, frontend)
     model.load_state_dict(state)
     return model.to(device).eval(), tokenizer, config
+
+
+def network_bound(dims: ModelDimensions) -> int:
+    """More numbers than the network of `dims` holds (its parameters and buffers): each
+    layer's projections, the positions' tables, the front end, the vocabulary's three
+    matrices, twice over."""
+    d, width = dims.d_model, dims.d_model + dims.d_ff
+    layer = 8 * d * width + (2 * dims.max_relative_distance + 1) * d
+    front = 9 * dims.conv_channels ** 2 + (dims.conv_channels + dims.stack) * dims.n_input * d
+    return 2 * ((dims.n_encoder_layers + dims.n_decoder_layers) * layer + front
+                + 3 * dims.n_vocab * d + 65536 * d)
+
+
+def shape_network(build, bound: int) -> torch.nn.Module:
+    """The network `build` makes, for the weights' shape check: built for real when `bound`
+    (more numbers than it holds) is at most DIRECT_NUMBERS, so it serves as the model too;
+    else on the meta device, where nothing is allocated (an untrusted config may describe
+    hundreds of GB). Building on the meta device runs torch's Python reference kernels,
+    which load its compiler: a second at start-up that a model of a safe size never pays."""
+    if bound <= DIRECT_NUMBERS:
+        return build()
+    with torch.device("meta"):
+        return build()
+
+
+def is_meta(network: torch.nn.Module) -> bool:
+    return next(network.parameters()).is_meta
 
 
 def load_tokenizer(path: Path, n_vocab: int | None = None) -> Tokenizer:

@@ -24,8 +24,11 @@ from asr.checkpoint import (
     atomic_write,
     check_shapes,
     check_state_dict,
+    is_meta,
     load_torch,
+    network_bound,
     save_torch,
+    shape_network,
     upgrade_weights,
 )
 from asr.model import ModelDimensions, TextDecoder
@@ -133,10 +136,9 @@ def load_lm(directory: str | Path, tokenizer: Tokenizer,
         raise ModelDirError(f"{path}: dims.n_vocab is {dims.n_vocab}, the tokenizer has "
                             f"{tokenizer.vocab_size} pieces")
     state = check_state_dict(saved["state_dict"], path)
-    with torch.device("meta"):
-        network = TokenLM(dims)
+    network = shape_network(lambda: TokenLM(dims), network_bound(dims.decoder_dimensions()))
     upgrade_weights(state, network, saved.get(FORMAT_KEY))
     check_shapes(state, network, path)
-    lm = TokenLM(dims)
+    lm = network if not is_meta(network) else TokenLM(dims)
     lm.load_state_dict(state)
     return lm.to(device).eval()
