@@ -7,6 +7,7 @@ The voice assistant (`asr.assistant`: grammar, intents, actions, demo) is an app
 toolkit; no other module of `asr` imports it.
 """
 
+import os
 from pathlib import Path
 
 __version__ = "0.1.0"
@@ -16,6 +17,11 @@ _HERE = Path(__file__).resolve().parent
 # shipped inside the package as `asr/conf` by a wheel; in a checkout (an editable install, or
 # `python -m asr.train` from the source tree) it is the one next to the code being run.
 CONF_DIR = _HERE / "conf" if (_HERE / "conf").is_dir() else _HERE.parent / "conf"
+
+# Idle OpenMP threads sleep instead of spinning, so a core another program holds does not stall
+# torch at every operator (asr.threads). OpenMP reads it once, when torch loads: set it first.
+WAIT_POLICY = "PASSIVE"
+os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
 
 __all__ = ["Transcriber", "Transcript", "Segment", "Word"]
 

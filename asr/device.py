@@ -8,9 +8,10 @@ On the CPU, training takes as many threads as there are idle cores (`idle_cpus`)
 import os
 import statistics
 import time
-from pathlib import Path
 
 import torch
+
+from asr.threads import runnable_others, usable_cpus
 
 
 def pick_device(device: str | torch.device = "auto") -> torch.device:
@@ -40,13 +41,12 @@ def idle_cpus(samples: int = 20, interval: float = 0.025) -> int:
     runnable count of /proc/loadavg (this process included) is sampled for half a second and
     its median taken; where it cannot be read, every usable CPU counts as idle.
     """
-    cpus = len(os.sched_getaffinity(0))
+    cpus = usable_cpus()
     counts = []
     for _ in range(samples):
-        try:
-            counts.append(int(Path("/proc/loadavg").read_text().split()[3].partition("/")[0]))
-        except (OSError, IndexError, ValueError):
+        others = runnable_others()
+        if others is None:
             return cpus
+        counts.append(others)
         time.sleep(interval)
-    others = max(0, statistics.median_low(counts) - 1)
-    return max(1, min(cpus, os.cpu_count() or cpus) - others)
+    return max(1, min(cpus, os.cpu_count() or cpus) - statistics.median_low(counts))

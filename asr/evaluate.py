@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         transcriber = Transcriber.from_pretrained(args.model, args.device, vad=None,
                                                   batch_size=args.batch_size,
-                                                  backend=args.backend, **decoding_overrides(args))
+                                                  backend=args.backend, threads=args.threads,
+                                                  **decoding_overrides(args))
         result = evaluate(transcriber, args.manifest)
         if args.json:
             save_report(result, args.json)

@@ -81,7 +81,7 @@ class OnnxNetwork(Network):
 
     `memory` (what the search carries per frame) is the encoder graph's cross-attention keys
     and values followed by its CTC logits. `threads`: onnxruntime's intra-op threads (default:
-    torch's, so that `torch.set_num_threads` governs both backends alike). The graphs are
+    torch's), fixed for the sessions' life; they sleep when idle instead of spinning. The graphs are
     checked before a session is made of them (`asr.onnx_check`: operators, inputs and outputs
     against the config, one export with the tokenizer beside them), then run once on a short
     silence, whose results must have the sizes the config makes.
@@ -105,6 +105,8 @@ class OnnxNetwork(Network):
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
+        # idle threads sleep instead of spinning, as torch's do (asr.threads)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 4  # its errors come back as exceptions, on one line here
 
         def session(name: str, data: bytes):

@@ -39,12 +39,18 @@ from asr.outputs import STDIN, input_keys, model_files, replaced
 from asr.progress import print_line
 from asr.search import MODES
 from asr.stream import check_audio_file
-from asr.transcriber import BACKENDS, DEFAULT_VAD, MAX_BATCH, Transcriber, Transcript
+from asr.transcriber import (
+    BACKENDS,
+    DEFAULT_VAD,
+    MAX_BATCH,
+    MAX_THREADS,
+    Transcriber,
+    Transcript,
+)
 from asr.untrusted import UntrustedInputError, read_text
 
 PROG = "asr-transcribe"  # the name usage errors begin with
 MAX_WORDS_BYTES = 1 << 20  # a word list (a task's vocabulary)
-MAX_THREADS = 1024
 STDIN_HEAD_BYTES = 1 << 20  # enough for any header soundfile reads (FLAC, Ogg, MP3 included)
 MAX_STDIN_BYTES = 8 << 30  # hours of audio in any format; a file is streamed without a bound
 
@@ -60,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         transcriber = Transcriber.from_pretrained(args.model, args.device,
                                                   vad=DEFAULT_VAD if args.vad else None,
                                                   batch_size=args.batch_size,
-                                                  backend=args.backend, **decoding_overrides(args))
+                                                  backend=args.backend, threads=args.threads,
+                                                  **decoding_overrides(args))
         if args.word_timestamps and not transcriber.network.has_ctc:
             raise ValueError(f"{args.model}: --word-timestamps needs a model with a CTC head")
     except (ModelDirError, ValueError) as err:
@@ -260,11 +267,13 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=BACKENDS, default="torch",
                         help="onnx: the graphs python -m asr.export wrote, in onnxruntime")
     parser.add_argument("--threads", type=int_in(1, MAX_THREADS),
-                        help="CPU threads of either backend (default: torch's, one per core)")
+                        help="CPU threads of either backend (default: one for one utterance, "
+                             "one per idle core for a batch: asr/threads.py)")
 
 
 def set_threads(args: argparse.Namespace) -> None:
-    """`--threads`: torch's thread count, which the onnx backend takes as well."""
+    """`--threads`: torch's thread count for all its work (decoding takes it as a fixed count,
+    either backend)."""
     if args.threads:
         torch.set_num_threads(args.threads)
 

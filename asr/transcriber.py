@@ -42,6 +42,7 @@ from asr.models import model_path
 from asr.network import Network, as_network
 from asr.onnx_backend import OnnxNetwork
 from asr.progress import progress
+from asr.threads import decoding_threads, idle_now, session_threads, torch_threads
 from asr.tokenizer import Tokenizer
 from asr.untrusted import from_section, short
 from asr.utterances import (
@@ -56,6 +57,7 @@ from asr.vad import SpeechSpan, VADConfig
 
 DEFAULT_VAD = VADConfig()
 MAX_BATCH = 4096  # utterances decoded at once
+MAX_THREADS = 1024
 BACKENDS = ("torch", "onnx")
 
 
@@ -99,17 +101,21 @@ class Transcriber:
 
     `model` is the torch model or another `asr.network.Network` (its ONNX export, on the
     CPU). `vad=None` decodes every input whole, as one utterance (for pre-cut utterances, as
-    in a test manifest); otherwise inputs are cut into utterances first.
+    in a test manifest); otherwise inputs are cut into utterances first. `threads`: the CPU
+    threads every decoding call takes; None chooses by the work (`asr.threads`): one for a
+    single utterance, torch's count (at most the idle cores) for a batch.
     """
 
     def __init__(self, model: SpeechTransformer | Network, tokenizer: Tokenizer,
                  options: DecodingOptions | None = None,
                  vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16,
-                 grammar: Grammar | None = None) -> None:
-        check_arguments(options, vad, batch_size)
+                 grammar: Grammar | None = None, threads: int | None = None) -> None:
+        check_arguments(options, vad, batch_size, threads)
         self.model, self.tokenizer = model, tokenizer
         self.network = as_network(model)
         self.vad, self.batch_size = vad, batch_size
+        self.threads = threads or torch.get_num_threads()
+        self._fixed_threads = threads is not None
         if isinstance(model, SpeechTransformer):
             model.eval()
         self.device = self.network.device
@@ -138,18 +144,22 @@ class Transcriber:
     @classmethod
     def from_pretrained(cls, directory: str | Path = DEFAULT_MODEL, device: str = "auto",
                         vad: VADConfig | None = DEFAULT_VAD, batch_size: int = 16,
-                        backend: str = "torch", **options) -> "Transcriber":
+                        backend: str = "torch", threads: int | None = None,
+                        **options) -> "Transcriber":
         """Load a model directory or a shipped model by name (`asr.models`: "base", the
         default); `options` override the decoding settings it was saved with
         (`grammar=FILE` or a loaded `Grammar`: write only the sentences of that grammar).
 
         `backend="onnx"` runs the graphs `python -m asr.export` wrote (DIR/onnx, or DIR itself
-        when it is an export directory) in onnxruntime, on the CPU."""
+        when it is an export directory) in onnxruntime, on the CPU, with `threads` (default:
+        one when `batch_size` is 1, else torch's count) fixed in its sessions. `threads`: as
+        for the class."""
         if not isinstance(backend, str) or backend not in BACKENDS:
             raise ValueError(f"backend must be torch or onnx, got {short(backend)}")
-        check_arguments(None, vad, batch_size)  # before the model is loaded
+        check_arguments(None, vad, batch_size, threads)  # before the model is loaded
         if backend == "onnx":
-            model, tokenizer, config = OnnxNetwork.load(directory)
+            model, tokenizer, config = OnnxNetwork.load(directory,
+                                                        session_threads(batch_size, threads))
         else:
             model, tokenizer, config = load_model_dir(model_path(directory), pick_device(device))
         saved = section(config, "decode") or {}
@@ -162,7 +172,7 @@ class Transcriber:
             options["grammar"] = None  # the object in place of the file the model may name
         saved = own_lm(saved, options, model_path(directory))
         chosen = from_section(DecodingOptions, {**saved, **options}, "decode")
-        return cls(model, tokenizer, chosen, vad, batch_size, grammar)
+        return cls(model, tokenizer, chosen, vad, batch_size, grammar, threads)
 
     def load(self, audio: AudioInput, sample_rate: int | None = None) -> torch.Tensor:
         """A path or an array (with its `sample_rate`) -> whole mono waveform at the model's rate."""
@@ -256,15 +266,23 @@ class Transcriber:
 
     def _hypotheses(self, waves: list[torch.Tensor], align: bool) -> list[Hypothesis]:
         """One batch, decoded with scores (and word frames with `align`)."""
-        return self.task.hypotheses(*padded(waves, self.device), align)
+        with self._threads(len(waves)):
+            return self.task.hypotheses(*padded(waves, self.device), align)
 
     def _decode(self, waves: list[torch.Tensor], scored: bool, align: bool = False,
                 free: bool = False) -> list:
         wave, lengths = padded(waves, self.device)
-        if not scored:
-            return [(self.tokenizer.decode(ids), None) for ids in self.task.run(wave, lengths)]
-        found = self.task.hypotheses(wave, lengths, align, free)
+        with self._threads(len(waves)):
+            if not scored:
+                return [(self.tokenizer.decode(ids), None)
+                        for ids in self.task.run(wave, lengths)]
+            found = self.task.hypotheses(wave, lengths, align, free)
         return [(self.tokenizer.decode(h.tokens), h) for h in found]
+
+    def _threads(self, rows: int):
+        """torch's threads for decoding `rows` utterances at once (`asr.threads`)."""
+        idle = idle_now() if rows > 1 and not self._fixed_threads else 1
+        return torch_threads(decoding_threads(rows, self.threads, idle, self._fixed_threads))
 
 
 def own_lm(saved: dict, options: dict, directory: Path) -> dict:
@@ -284,7 +302,8 @@ def own_lm(saved: dict, options: dict, directory: Path) -> dict:
     return {**saved, "lm": str(directory / name)}
 
 
-def check_arguments(options: object, vad: object, batch_size: object) -> None:
+def check_arguments(options: object, vad: object, batch_size: object,
+                    threads: object = None) -> None:
     """A ValueError naming the argument whose type or value does not fit, before any work:
     a wrong type would otherwise fail far from the call, or pass for a different setting."""
     if options is not None and not isinstance(options, DecodingOptions):
@@ -296,6 +315,10 @@ def check_arguments(options: object, vad: object, batch_size: object) -> None:
             or not 1 <= batch_size <= MAX_BATCH:
         raise ValueError(f"batch_size must be a whole number in [1, {MAX_BATCH}], got "
                          f"{short(batch_size)}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or not 1 <= threads <= MAX_THREADS):
+        raise ValueError(f"threads must be None or a whole number in [1, {MAX_THREADS}], got "
+                         f"{short(threads)}")
 
 
 def check_flags(**flags: object) -> None:
