@@ -81,14 +81,16 @@ class OnnxNetwork(Network):
 
     `memory` (what the search carries per frame) is the encoder graph's cross-attention keys
     and values followed by its CTC logits. `threads`: onnxruntime's intra-op threads (default:
-    torch's), fixed for the sessions' life; they sleep when idle instead of spinning. The graphs are
+    torch's), fixed for the sessions' life; they sleep when idle instead of spinning (`spin`:
+    onnxruntime's own spin-waiting, for comparison in `benchmarks/load.py`). The graphs are
     checked before a session is made of them (`asr.onnx_check`: operators, inputs and outputs
     against the config, one export with the tokenizer beside them), then run once on a short
     silence, whose results must have the sizes the config makes.
     """
 
     def __init__(self, directory: str | Path, dims: ModelDimensions, features: FeatureConfig,
-                 threads: int | None = None, weights: Path | None = None) -> None:
+                 threads: int | None = None, weights: Path | None = None,
+                 spin: bool = False) -> None:
         try:
             import onnxruntime
         except ImportError:
@@ -106,7 +108,7 @@ class OnnxNetwork(Network):
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
         # idle threads sleep instead of spinning, as torch's do (asr.threads)
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.intra_op.allow_spinning", str(int(spin)))
         options.log_severity_level = 4  # its errors come back as exceptions, on one line here
 
         def session(name: str, data: bytes):
@@ -126,7 +128,7 @@ class OnnxNetwork(Network):
         self._probe(directory)
 
     @classmethod
-    def load(cls, directory: str | Path, threads: int | None = None,
+    def load(cls, directory: str | Path, threads: int | None = None, spin: bool = False,
              ) -> tuple["OnnxNetwork", Tokenizer, DictConfig]:
         """The graphs of an export directory, or of DIR/onnx for a model directory DIR. Its
         config and tokenizer are checked as a model directory's are (`asr.checkpoint`)."""
@@ -143,7 +145,7 @@ class OnnxNetwork(Network):
         config = load_config(directory / CONFIG)
         dims, features = model_settings(config, directory / CONFIG)
         tokenizer = load_tokenizer(directory / TOKENIZER, dims.n_vocab)
-        return cls(directory, dims, features, threads, weights), tokenizer, config
+        return cls(directory, dims, features, threads, weights, spin), tokenizer, config
 
     def _probe(self, directory: Path) -> None:
         """Run both graphs on a quarter second of silence; a ModelDirError unless they run
