@@ -14,6 +14,8 @@ from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from asr.transcriber import Transcriber
 from test_model import make_model, waves
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 def log_prob(model, wave, length, ids: list[int]) -> float:
     memory, lengths = model.encode(wave[None, :length], length[None])

@@ -11,6 +11,8 @@ from asr import scheduler as schedules
 from asr.training.budget import Clock, Plan
 from helpers import train_config
 
+pytestmark = pytest.mark.tier("fast")
+
 
 def lrs(make, steps: int, lr: float = 2e-3, betas=(0.9, 0.98), **kwargs) -> list[float]:
     """The learning rate each of the first `steps` optimiser steps really uses."""
