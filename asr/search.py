@@ -304,8 +304,7 @@ class BeamSearch:
         live = goes_on & considered
         for b, k in (ends & considered).nonzero().tolist():
             row = int(index[b, k]) // pre_beam
-            finished[b].add(float(top_scores[b, k]), _strip(tokens[row, 1:].tolist()), step + 1,
-                            self.length_penalty)
+            finished[b].add(float(top_scores[b, k]), _strip(tokens[row, 1:].tolist()), step + 1)
         best_live = torch.where(live, top_scores, -math.inf).amax(1).tolist()
         # the live candidates first, in score order; dead beams (padding) after them
         position = torch.arange(live.shape[1], device=device).expand_as(live)
@@ -329,8 +328,8 @@ class _Finished:
         self.limit, self.length_penalty = limit, length_penalty  # limit: `exact` stops
         self.done = False
 
-    def add(self, score: float, ids: list[int], length: int, length_penalty: float) -> None:
-        self.hypotheses.append((score / length**length_penalty, score, ids))
+    def add(self, score: float, ids: list[int], length: int) -> None:
+        self.hypotheses.append((score / length**self.length_penalty, score, ids))
         self.best_score = max(self.best_score, score)
         self.best_normalised = max(self.best_normalised, self.hypotheses[-1][0])
 
@@ -401,6 +400,13 @@ class RepetitionLimit(LogitFilter):
             log_probs.scatter_add_(1, ids[:, length - span, None], penalty)
 
 
+def _mask_rows(log_probs: Tensor, rows: list[Tensor]) -> None:
+    """Rule out, in each hypothesis's row, the tokens its mask (a bool row per hypothesis,
+    True: allowed) does not allow."""
+    allowed = torch.stack(rows).to(log_probs.device)
+    log_probs.masked_fill_(~allowed, -math.inf)
+
+
 class WordList(LogitFilter):
     """Only the listed words may be written, in any order and number (or nothing at all): a
     closed vocabulary, as the word list of a task grammar (pocketsphinx's JSGF `w1 | w2 | ...`).
@@ -418,9 +424,7 @@ class WordList(LogitFilter):
         self.masks: dict[str | None, Tensor] = {}
 
     def apply(self, log_probs: Tensor, tokens: Tensor) -> None:
-        rows = [self._mask(self._last_word(ids)) for ids in tokens[:, 1:].tolist()]
-        allowed = torch.stack(rows).to(log_probs.device)
-        log_probs.masked_fill_(~allowed, -math.inf)
+        _mask_rows(log_probs, [self._mask(self._last_word(ids)) for ids in tokens[:, 1:].tolist()])
 
     def _last_word(self, ids: list[int]) -> str | None:
         """The (partial) last word of a hypothesis; None before its first word."""
@@ -461,9 +465,8 @@ class GrammarConstraint(LogitFilter):
         self.states: dict[tuple[int, ...], tuple[int, str | None]] = {(): grammar.start()}
 
     def apply(self, log_probs: Tensor, tokens: Tensor) -> None:
-        rows = [self.grammar.mask(self._state(tuple(ids))) for ids in tokens[:, 1:].tolist()]
-        allowed = torch.stack(rows).to(log_probs.device)
-        log_probs.masked_fill_(~allowed, -math.inf)
+        _mask_rows(log_probs, [self.grammar.mask(self._state(tuple(ids)))
+                               for ids in tokens[:, 1:].tolist()])
 
     def _state(self, ids: tuple[int, ...]) -> tuple[int, str | None]:
         if ids not in self.states:

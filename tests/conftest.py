@@ -1,18 +1,19 @@
 """Shared fixtures, tiny models trained on real recordings (what tests share besides fixtures
-is in tests/helpers.py), and the tiers of the suite, marked from what each test does
-(`pytest_collection_modifyitems`):
+is in tests/helpers.py), and the tiers of the suite.
 
-- `train`: it trains a model (or uses a fixture that does);
-- `subprocess`: it runs a program in a process of its own;
-- `slow`: either of those, or a module whose every test costs seconds;
-- `bench`: it smoke-runs a benchmark (`benchmarks/`) at its smallest, so they keep working.
+Every test module declares its tier, `pytestmark = pytest.mark.tier("fast")` or `"slow"`
+(a module whose every test costs seconds), and what it needs (`pytest.mark.data`: the real
+speech of ../shared/data; `pytest.mark.bench`: it smoke-runs a benchmark of `benchmarks/` at its
+smallest). A test marks itself `train` (it trains a model) or `subprocess` (it runs a program in
+a process of its own); one that uses a fixture of TRAINED is marked `train` here. Marked
+`slow` (`pytest_collection_modifyitems`): every test of a slow module, and every `train` or
+`subprocess` test. `tests/test_layout.py` checks that each module declares its tier.
 
 `pytest -m "not slow"` is the fast tier, for the edit-test loop; the whole suite (what CI runs)
 is `bash tools/test.sh`.
 """
 
 import atexit
-import inspect
 import os
 import shutil
 import tempfile
@@ -22,6 +23,7 @@ import pytest
 import torch
 
 from helpers import (
+    SHARED,
     noise_clips,
     small_real_set,
     train_config,
@@ -34,16 +36,10 @@ os.environ["ASR_TTS_CACHE"] = tempfile.mkdtemp(prefix="asr-tts-cache-")
 atexit.register(shutil.rmtree, os.environ["ASR_TTS_CACHE"], True)
 
 
-# Fixtures that train a model, and modules each of whose tests loads or synthesises for seconds.
+# Fixtures that train a model: a test that uses one is marked `train`.
 TRAINED = {"overfit_model", "tiny_model", "command_model", "trained", "fsdd_out", "commands_out",
            "cathy_out"}
-SLOW_MODULES = {"test_base", "test_base_model", "test_base_text", "test_bench", "test_bench_peers",
-                "test_kokoro", "test_demo", "test_export", "test_gpu_check", "test_wheel",
-                "test_fuzz", "test_fuzz_model_dirs", "test_shards", "test_techniques",
-                "test_voice_commands", "robustness.test_corpus"}
-
-
-BENCH_MODULES = {"test_bench", "test_bench_peers", "test_gpu_check"}
+TIERS = ("fast", "slow")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,22 +50,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        try:
-            source = inspect.getsource(item.function)
-        except (AttributeError, OSError, TypeError):
-            source = ""
-        trains = bool(TRAINED & set(getattr(item, "fixturenames", ()))) or any(
-            call in source for call in ("Trainer(", ".fit()", "train_main(", "prepare.main("))
-        spawns = any(call in source for call in ("subprocess.", "Popen(", "run_process(",
-                                                 "sys.executable"))
-        if trains:
+        if TRAINED & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.train)
-        if spawns:
-            item.add_marker(pytest.mark.subprocess)
-        if trains or spawns or item.module.__name__ in SLOW_MODULES:
+        tier = item.get_closest_marker("tier")
+        slow = tier is None or tier.args != ("fast",)  # an undeclared module stays out of the fast tier
+        if slow or item.get_closest_marker("train") or item.get_closest_marker("subprocess"):
             item.add_marker(pytest.mark.slow)
-        if item.module.__name__ in BENCH_MODULES:
-            item.add_marker(pytest.mark.bench)
+        if item.get_closest_marker("data") and not SHARED.is_dir():
+            item.add_marker(pytest.mark.skip(reason=f"real speech missing: {SHARED} (see its README)"))
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,8 @@ import torch
 from asr.audio import AudioError, load_audio, prepare_array
 from helpers import fsdd_file
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 @pytest.fixture
 def speech() -> tuple[np.ndarray, int]:

@@ -30,6 +30,8 @@ from asr.rooms import measured_rt60, write_rooms
 from helpers import COMMANDS, SHARED, fsdd_file, require_shared, train_config, write_manifest
 from recipes.common.corpora import WUW_FORMAT
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 def power(x: torch.Tensor) -> float:
     return float(x.double().pow(2).mean())
@@ -261,6 +263,7 @@ def test_augment_config_errors_are_one_line(tmp_path):
             {"noise": {"enabled": True, "manifest": str(tmp_path / "missing.jsonl")}}), 16000)
 
 
+@pytest.mark.train
 def test_training_batches_are_augmented_and_dev_batches_are_not(tmp_path):
     """The trainer hooks augmentation into its training loader only."""
     from asr.train import Trainer

@@ -13,6 +13,8 @@ from asr.checkpoint import WEIGHTS, ModelDirError, load_model_dir, load_torch
 from asr.train import Trainer
 from helpers import ROOT, small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 HISTORY = [{"epoch": e, "dev_wer": w, "dev_loss": loss} for e, w, loss in [
     (1, 0.9, 3.0), (2, 0.5, 2.0), (3, 0.6, 1.5), (4, 0.5, 1.8), (5, 0.7, 1.6)]]
 
@@ -24,6 +26,8 @@ def test_last_and_best_epochs():
     assert select_epochs(HISTORY, 9, "last") == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.subprocess
+@pytest.mark.train
 def test_training_keeps_epochs_and_writes_their_average(tmp_path):
     manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[4:6])
     trainer = Trainer(train_config(tmp_path, manifest, "tokenizer.vocab_size=20",

@@ -19,6 +19,8 @@ from asr.audio import MAX_SECONDS, AudioError, load_audio, stream_audio
 from asr.data import ManifestError, read_manifest
 from helpers import fsdd_file
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 SPEECH, RATE = sf.read(str(fsdd_file(3)), dtype="float32")  # 3886 samples at 8 kHz
 FRAMES = len(SPEECH)
 

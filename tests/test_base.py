@@ -23,6 +23,8 @@ from recipes.base.text import ALONE_SHARES, alone_text
 from recipes.common import kokoro
 from recipes.common.voices import Voice
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 VOICES = "kokoro:af_heart,kokoro:am_adam,espeak-ng:en-us+m3"
 TOY = ["--hours", "0.004", "--real-root", "none", "--voices", VOICES, "--jobs", "1"]
 needs_kokoro = pytest.mark.skipif(not kokoro.available(),
@@ -59,6 +61,7 @@ def test_prepare_speaks_held_out_text_in_kokoro_and_espeak_voices(corpus):
     assert (corpus / "sample.txt").read_text().strip() in {r["text"] for r in test}
 
 
+@pytest.mark.train
 @needs_kokoro
 def test_a_second_prepare_synthesises_nothing(corpus, tmp_path, capsys):
     prepare.main(["--out", str(tmp_path / "again"), *TOY])
@@ -69,6 +72,7 @@ def test_a_second_prepare_synthesises_nothing(corpus, tmp_path, capsys):
     assert rows(tmp_path / "again" / "train.jsonl") == rows(corpus / "train.jsonl")
 
 
+@pytest.mark.train
 @needs_kokoro
 def test_training_lowers_the_loss_and_the_model_ships_in_fp16(corpus, tmp_path):
     from asr.train import Trainer
@@ -271,6 +275,7 @@ def test_the_alone_draw_gives_the_digits_half_of_the_time():
     assert max(digits.values()) - min(digits.values()) <= 1  # every digit once before any twice
 
 
+@pytest.mark.train
 @needs_kokoro
 def test_the_alone_corpus_says_single_words_and_no_real_people(tmp_path):
     out = tmp_path / "alone"

@@ -11,8 +11,9 @@ from asr.transcriber import Transcriber
 from helpers import COMMANDS, FSDD, ROOT, TINY_GRAMMAR, require_shared
 
 SHIPPED = FOLDER / "base"
-pytestmark = pytest.mark.skipif(not (SHIPPED / "model.pt").is_file(),
-                                reason="no base model shipped (bash recipes/base/run.sh)")
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data,
+              pytest.mark.skipif(not (SHIPPED / "model.pt").is_file(),
+                                 reason="no base model shipped (bash recipes/base/run.sh)")]
 COFFEE = ROOT / "recipes" / "voice_commands" / "examples" / "coffee.yaml"
 # Clips of speakers no model of ours trained on (test speakers of their recipes' splits).
 HEARD = {FSDD / "7_yweweler_0.wav": "seven", FSDD / "0_yweweler_11.wav": "zero",
@@ -90,6 +91,7 @@ def test_a_grammar_object_a_file_and_set_grammar_search_alike(base):
     assert [t.text for t in switched.transcribe(clips)] == free
 
 
+@pytest.mark.train
 def test_fine_tuning_from_the_base_improves_dev_acceptance_within_its_budget(tmp_path):
     """experiment=grammar_finetune (trainer.init_from=base) on a small corpus of a grammar's
     commands: the grammar search accepts more of the dev commands (held-out synthetic voices)

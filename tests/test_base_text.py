@@ -12,6 +12,8 @@ from recipes.base.text import Line
 from recipes.common import corpora, hash_split
 from recipes.common.sentence_splits import intent_pools, split_sentences
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 REAL_ROOT = SHARED if SHARED.is_dir() else None
 
 

@@ -18,6 +18,8 @@ import pytest
 
 from helpers import ROOT, require_shared
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.bench, pytest.mark.data]
+
 HAVE = {name: importlib.util.find_spec(name) is not None for name in ("speechbrain", "pocketsphinx")}
 
 
@@ -132,6 +134,7 @@ def test_augmentation_costs_every_part_and_the_configs_draws(tmp_path):
     assert result["drawn"]["ms_per_audio_second"] == pytest.approx(expected)
 
 
+@pytest.mark.subprocess
 def test_inference_split_and_scores(tmp_path, overfit_model):
     from asr.data import read_manifest
     from benchmarks.harness import speaker_of
@@ -167,6 +170,7 @@ def test_inference_split_and_scores(tmp_path, overfit_model):
                                              else 1.0)
 
 
+@pytest.mark.subprocess
 def test_missing_data_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "benchmarks.inference", "--data",
                            str(tmp_path), "prepare", "--out", str(tmp_path / "m")],
@@ -218,6 +222,7 @@ def test_intents_bench_scores_every_search_and_condition(tmp_path):
     assert result["latency"]["commands"] == 2 and "search grammar" in stdout
 
 
+@pytest.mark.subprocess
 def test_grammar_bench_times_both_searches(tmp_path):
     """benchmarks/grammar.py: the grammar's size, the search states it remembered and each
     search's RTF and acceptance, on people's words with an untrained model."""

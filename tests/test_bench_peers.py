@@ -19,10 +19,13 @@ from asr.metrics import error_rate
 from asr.text import normalize_text
 from helpers import DIGITS, ROOT, fsdd_file, require_shared
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.bench, pytest.mark.data]
+
 LIMIT = 3
 SETS = {"read sentences", "one-word commands", "digits", "telephone sentences"}
 
 
+@pytest.mark.subprocess
 def test_ours_on_every_set(tmp_path, overfit_model):
     from recipes.common.corpora import describe
     from recipes.common.real import speaker_split

@@ -4,9 +4,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from asr.transcribe import main as transcribe_main
 from helpers import ROOT, fsdd_file
 from test_transcriber import long_recording
+
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -19,6 +19,8 @@ from asr.transcribe import main as transcribe_main
 from asr.transcribe import read_words
 from helpers import ROOT, small_real_set, write_manifest
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
@@ -39,6 +41,7 @@ def test_hydra_misuse_gets_hydras_error_and_the_valid_choices(tmp_path, override
     assert "model=base|s2t_m|s2t_s|small|tiny" in lines[-1] and "decode=beam|ctc_greedy|greedy" in lines[-1]
 
 
+@pytest.mark.subprocess
 def test_train_without_a_model_directory_says_so_in_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "asr.train", f"data.root={tmp_path}"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -19,6 +19,8 @@ from asr.decoding import DecodingOptions
 from asr.features import FeatureConfig
 from asr.model import ModelDimensions
 
+pytestmark = pytest.mark.tier("fast")
+
 EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 

@@ -14,6 +14,8 @@ from helpers import ROOT
 from recipes.common.ownership import OWNER_FILE, claim, owner
 from recipes.voice_commands import prepare
 
+pytestmark = pytest.mark.tier("fast")
+
 WAVS = [f"wavs/{split}" for split in ("train", "dev", "test")]
 
 
@@ -70,6 +72,7 @@ def test_links_and_files_are_refused(tmp_path, capsys):
     assert (elsewhere / "keep.wav").read_bytes() == b"RIFF"
 
 
+@pytest.mark.train
 def test_prepare_refuses_another_corpus_before_touching_it(tmp_path):
     foreign = tmp_path / "fsdd"
     (foreign / "wavs" / "train").mkdir(parents=True)
@@ -80,6 +83,7 @@ def test_prepare_refuses_another_corpus_before_touching_it(tmp_path):
     assert sorted(p.name for p in foreign.rglob("*")) == ["0_a_0.wav", "train", "wavs"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("grammar", ["x/...yaml", "a b.yaml", "x/$(id).yaml"])
 def test_run_sh_refuses_a_grammar_name_that_makes_no_folder(grammar):
     done = subprocess.run(["bash", str(ROOT / "recipes/voice_commands/run.sh"),
@@ -88,6 +92,7 @@ def test_run_sh_refuses_a_grammar_name_that_makes_no_folder(grammar):
     assert done.stderr.startswith(f"error: GRAMMAR={grammar}: its file name makes no folder name")
 
 
+@pytest.mark.subprocess
 def test_the_shell_scripts_are_shellcheck_clean():
     checker = shutil.which("shellcheck") or shutil.which("shellcheck",
                                                          path=str(Path(sys.executable).parent))

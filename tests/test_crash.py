@@ -15,12 +15,15 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 
 from asr.checkpoint import CHECKPOINT, METRICS, WEIGHTS, load_model_dir, load_torch
 from asr.curves import CSV_FILE, EPOCH_KEYS
 from asr.train import LOCK
 from helpers import ROOT, small_real_set, train_config, write_manifest
+
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
 
 RUN = ["model=tiny", "model.dropout=0.1", "tokenizer.vocab_size=30", "data.batch_size=1",
        "trainer.max_epochs=5", "trainer.save_every_steps=1", "trainer.num_threads=1",
@@ -69,6 +72,7 @@ def check_everything_loads(out) -> list[str]:
     return partial
 
 
+@pytest.mark.train
 def test_sigkill_five_times_then_resume_equals_an_uninterrupted_run(tmp_path):
     from asr.train import Trainer
 

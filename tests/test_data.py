@@ -22,6 +22,8 @@ from asr.features import FeatureConfig
 from asr.model import ModelDimensions, SpeechTransformer
 from helpers import fsdd_file
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 def write_lines(path, lines):
     path.write_text("".join(line + "\n" for line in lines))

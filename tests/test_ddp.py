@@ -13,6 +13,8 @@ from asr.checkpoint import CHECKPOINT, load_torch
 from asr.train import Trainer
 from helpers import COMMANDS, ROOT, small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 RUN = ["model=tiny", "tokenizer.vocab_size=30", "data.batch_size=1", "trainer.max_epochs=2",
        "trainer.num_threads=1", "scheduler.warmup_steps=2"]
 
@@ -39,6 +41,8 @@ def without_key_biases(name: str, t: torch.Tensor) -> torch.Tensor:
     return t.chunk(2)[1] if name.endswith(".kv.bias") else t
 
 
+@pytest.mark.subprocess
+@pytest.mark.train
 def test_two_ranks_equal_one_process_over_the_same_global_batch(tmp_path):
     """2 ranks x 2 accumulated micro-batches == 1 process x 4: same steps, weights, dev scores.
 
@@ -68,6 +72,7 @@ def test_two_ranks_equal_one_process_over_the_same_global_batch(tmp_path):
         assert ddp_epoch["dev_wer"] == epoch["dev_wer"]
 
 
+@pytest.mark.subprocess
 def test_ranks_stop_together_at_a_time_budget(tmp_path):
     """Under trainer.max_minutes every rank stops at the same step with the same schedule's
     end (the first rank to see the budget's end stops them all): the run ends, none left
@@ -87,6 +92,7 @@ def test_ranks_stop_together_at_a_time_budget(tmp_path):
     assert load_torch(out / CHECKPOINT)["state"]["epoch"] < 1000
 
 
+@pytest.mark.train
 def test_accumulation_equals_the_batch_it_stands_for(tmp_path):
     """Two accumulated micro-batches of 2 give the weights of one batch of all 4: each
     micro-batch's per-token losses are weighted by its share of the step's tokens (the words
@@ -110,6 +116,7 @@ def test_accumulation_equals_the_batch_it_stands_for(tmp_path):
     assert_same_weights(big.model.state_dict(), small.model.state_dict(), atol=1e-6)
 
 
+@pytest.mark.train
 def test_distributed_without_torchrun_says_how_to_start_it(tmp_path, monkeypatch):
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR"):
         monkeypatch.delenv(name, raising=False)

@@ -14,6 +14,8 @@ from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from asr.transcriber import Transcriber
 from test_model import make_model, waves
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 def log_prob(model, wave, length, ids: list[int]) -> float:
     memory, lengths = model.encode(wave[None, :length], length[None])
@@ -232,7 +234,7 @@ def test_the_exact_beam_stop_waits_for_a_longer_hypothesis_that_can_still_win():
 
     heuristic, exact = _Finished(), _Finished(limit=10, length_penalty=1.0)
     for finished in (heuristic, exact):
-        finished.add(-2.0, [5, 6], 2, 1.0)
+        finished.add(-2.0, [5, 6], 2)
         finished.update(-2.5, beam=1)
     assert heuristic.done and not exact.done
     exact.update(-20.0, beam=1)  # -20 / 10 = -2 < -1: nothing live can win any more

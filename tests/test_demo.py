@@ -37,6 +37,8 @@ from asr.vad import SpeechSpan, VADConfig
 from helpers import train_config, write_manifest
 from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 RATE = 16000
 COMMANDS = ("show me my photos", "show me my music", "what time is it", "turn on the lights",
             "turn off the radio", "next song", "open the browser", "cancel")
@@ -383,6 +385,7 @@ def test_hostile_speech_runs_nothing_and_reads_only_home(command_model, home, tm
     assert not any("passwd" in line or "/etc" in line for line in lines)
 
 
+@pytest.mark.subprocess
 def test_apps_launch_only_from_the_table_after_yes(home, audit):
     with audit() as events:
         off = Assistant(ActionsConfig(home=str(home), apps={"calculator": ["true"]}))

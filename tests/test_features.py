@@ -9,6 +9,8 @@ from asr.audio import load_audio
 from asr.features import FeatureConfig, FrontEnd, vtlp_warp
 from helpers import COMMANDS, fsdd_file
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 @pytest.fixture(scope="module")
 def waves() -> list[torch.Tensor]:

@@ -7,6 +7,8 @@ import pytest
 from asr.formats import FORMATS, cues, format_timestamp, record, render
 from asr.transcriber import Segment, Transcript, Word
 
+pytestmark = pytest.mark.tier("fast")
+
 
 def transcript(words: bool = False) -> Transcript:
     """Two segments, the second past the first hour; optionally with timed words."""

@@ -10,6 +10,7 @@ header declaring gigabytes, an OverflowError) would be a traceback for the user.
 import json
 import struct
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,8 @@ from hypothesis import strategies as st
 from asr.audio import AudioError, load_audio
 from asr.data import ManifestError, read_manifest
 from helpers import fsdd_file
+
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
 
 FUZZ = settings(max_examples=100, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

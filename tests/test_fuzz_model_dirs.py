@@ -6,15 +6,16 @@ aliases, deep nesting, bytes that are no YAML), its weights (cut short, a tensor
 reshaped, made NaN or replaced), its tokenizer (cut short, random bytes) and a language
 model's file; or it passes a bad value to a command-line option. Every run, in-process
 through the command's `main(argv)`, must end with status 1 or 2 and exactly one line on
-stderr, never a traceback (an exception escaping `main` fails the test), within 10 s.
+stderr, never a traceback (an exception escaping `main` fails the test), and without
+raising the process's peak memory by 512 MB (a size out of range is refused, not allocated).
 """
 
 import contextlib
 import io
 import math
+import resource
 import shutil
 import tempfile
-import time
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,8 @@ from asr import evaluate, transcribe
 from asr.assistant import intents
 from asr.search import MODES
 from helpers import COMMANDS, write_untrained_lm, write_untrained_model
+
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -52,19 +55,20 @@ def spoilt_copy(pristine: Path):
 
 
 def refuses(main: Callable[[list[str]], int], argv: list[str]) -> str:
-    """Run a command line in-process; it must refuse in one line. Returns that line."""
+    """Run a command line in-process; it must refuse in one line, the process's peak memory
+    (ru_maxrss, in KB) grown by under 512 MB. Returns that line."""
     out, err = io.StringIO(), io.StringIO()
-    started = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             status = main(argv)
         except SystemExit as stop:  # argparse's usage errors
             status = stop.code
-    seconds = time.perf_counter() - started
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) >> 10
     lines = err.getvalue().splitlines()
     assert status in (1, 2), (status, out.getvalue(), err.getvalue())
     assert len(lines) == 1 and "Traceback" not in lines[0], err.getvalue()
-    assert seconds < 10, seconds
+    assert grown < 512, f"the peak memory grew by {grown} MB"
     return lines[0]
 
 

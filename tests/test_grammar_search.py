@@ -29,6 +29,8 @@ from asr.grammar.expansion import expand
 from asr.tokenizer import EOS_ID, WORD_START, Tokenizer
 from helpers import small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 WORDS = ["go", "stop", "the", "red", "light", "on", "off", "now", "please", "gone"]
 
 

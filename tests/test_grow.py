@@ -12,6 +12,8 @@ from asr.transcriber import Transcriber
 from helpers import fsdd_file, require_shared
 from recipes.base import grow
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 def test_layers_are_copied_in_turn_as_evenly_as_the_count_allows():
     assert grow.layer_sources(6, 12) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]

@@ -26,6 +26,8 @@ from asr.decoding import Hypothesis
 from asr.grammar import Grammar, GrammarError
 from recipes.voice_commands.prepare import DEFAULT_GRAMMAR
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 GRAMMAR = Grammar.load(DEFAULT_GRAMMAR)
 PARSER = IntentParser(GRAMMAR, search="free", threshold=0.85)  # fuzzy: near misses count
 EXACT = IntentParser(GRAMMAR)  # the grammar search's: the text must be a grammar sentence
@@ -247,6 +249,7 @@ def test_every_option_has_help_and_the_program_its_installed_name(monkeypatch, c
             assert f"{program} evaluate --help" in parser.format_help()
 
 
+@pytest.mark.subprocess
 def test_the_installed_command_names_itself():
     script = Path(sys.executable).with_name("asr-intents")
     if not script.exists():

@@ -18,6 +18,8 @@ from recipes.common.voices import (
     split_voices,
 )
 
+pytestmark = pytest.mark.tier("slow")
+
 needs_kokoro = pytest.mark.skipif(not kokoro.available(), reason=kokoro.NOT_SET_UP)
 
 

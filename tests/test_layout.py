@@ -9,7 +9,11 @@ tools of the checkout (they are not shipped in the wheel).
 import ast
 from pathlib import Path
 
+import pytest
+
 from helpers import ROOT
+
+pytestmark = pytest.mark.tier("fast")
 
 APP = "asr.assistant"
 CHECKOUT_ONLY = ("recipes", "tools", "benchmarks")
@@ -147,3 +151,36 @@ def test_recipes_share_only_through_recipes_common():
                 if not allowed:
                     found.append(f"{module}:{node.lineno}: {statement}")
     assert not found, "recipes importing another recipe:\n" + "\n".join(found)
+
+
+def declared_tier(source: str) -> str | None:
+    """The tier a test module's `pytestmark` declares (`pytest.mark.tier("fast")`, alone or in
+    a list), or None where it declares none."""
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign)
+                and any(getattr(target, "id", None) == "pytestmark" for target in node.targets)):
+            continue
+        for call in ast.walk(node.value):
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "tier" and len(call.args) == 1
+                    and isinstance(call.args[0], ast.Constant)):
+                return call.args[0].value
+    return None
+
+
+def test_every_test_module_declares_its_tier():
+    from conftest import TIERS
+
+    paths = sorted((ROOT / "tests").rglob("test_*.py"))
+    assert ROOT / "tests" / "robustness" / "test_corpus.py" in paths
+    found = [f"{path.relative_to(ROOT)}: {tier!r}" for path in paths
+             if (tier := declared_tier(path.read_text(encoding="utf-8"))) not in TIERS]
+    assert not found, ('test modules without pytestmark = pytest.mark.tier("fast") or "slow":\n'
+                       + "\n".join(found))
+
+
+def test_a_tier_is_read_from_pytestmark_alone_or_in_a_list():
+    assert declared_tier('pytestmark = pytest.mark.tier("slow")\n') == "slow"
+    assert declared_tier('pytestmark = [pytest.mark.data, pytest.mark.tier("fast")]\n') == "fast"
+    assert declared_tier('x = pytest.mark.tier("fast")\n') is None
+    assert declared_tier("pytestmark = pytest.mark.data\n") is None

@@ -12,6 +12,8 @@ import soundfile as sf
 from helpers import SHARED
 from recipes.librispeech import prepare as librispeech
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 CATHY = SHARED / "cathy" / "data"
 # split -> speaker -> chapter -> number of utterances
 LAYOUT = {"train-clean-100": {"103": {"1240": 3}, "1034": {"121119": 2}},
@@ -86,6 +88,7 @@ def test_bad_transcript_line_names_file_and_line(tmp_path):
         librispeech.prepare(tmp_path / "LibriSpeech", tmp_path / "out", train=["train-960"])
 
 
+@pytest.mark.train
 def test_recipe_configs_train_on_the_prepared_manifests(tmp_path):
     """data=librispeech and features=fbank_specaugment (the recipe's) run real steps; the s
     and m model configs build at their published sizes (fairseq: 30M and 71M)."""

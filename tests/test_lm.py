@@ -16,6 +16,8 @@ from asr.tokenizer import BOS_ID, Tokenizer
 from asr.train_lm import main as train_lm
 from asr.transcriber import Transcriber
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 def test_cached_lm_logits_match_the_full_pass():
     torch.manual_seed(0)

@@ -10,6 +10,8 @@ from asr.model import ModelDimensions, SpeechTransformer
 from asr.positions import Rotary
 from asr.tokenizer import BOS_ID
 
+pytestmark = pytest.mark.tier("fast")
+
 
 def make_model(**options) -> SpeechTransformer:
     torch.manual_seed(0)

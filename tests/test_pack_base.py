@@ -6,11 +6,14 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from asr.audio import load_audio
 from helpers import noise_clips, small_real_set, train_config
 from tools import pack_base
+
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
 
 
 def write_corpus(folder: Path) -> tuple[Path, Path]:
@@ -40,6 +43,7 @@ def write_corpus(folder: Path) -> tuple[Path, Path]:
     return corpus, rirs
 
 
+@pytest.mark.train
 def test_the_packed_corpus_is_the_same_speech_in_opus_and_trains(tmp_path, monkeypatch):
     from asr.train import Trainer
 

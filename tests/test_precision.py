@@ -8,10 +8,13 @@ from asr.checkpoint import CHECKPOINT, load_torch
 from asr.train import Trainer, TrainingError
 from helpers import small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 RUN = ["tokenizer.vocab_size=30", "data.batch_size=2", "trainer.max_epochs=1",
        "trainer.num_threads=1", "trainer.grad_clip=0.5"]  # clipping active: unscaling matters
 
 
+@pytest.mark.train
 def test_fp16_loss_scaling_changes_no_weight(tmp_path):
     """On CPU autocast stays off but the GradScaler runs (scale 2^16): scaling by a power of
     two and unscaling before clipping give the fp32 run's weights exactly."""
@@ -29,6 +32,7 @@ def test_fp16_loss_scaling_changes_no_weight(tmp_path):
         tmp_path / "a" / "model" / CHECKPOINT)
 
 
+@pytest.mark.train
 @pytest.mark.parametrize("minutes", ["inf", "nan", "1e400", "0"])
 def test_a_budget_must_be_finite_and_positive(tmp_path, minutes):
     manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[:2])
@@ -36,6 +40,7 @@ def test_a_budget_must_be_finite_and_positive(tmp_path, minutes):
         Trainer(train_config(tmp_path, manifest, f"trainer.max_minutes={minutes}", *RUN))
 
 
+@pytest.mark.train
 def test_unknown_precision_is_refused(tmp_path):
     manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[:2])
     with pytest.raises(TrainingError, match="trainer.precision must be one of bf16, fp16, fp32, "

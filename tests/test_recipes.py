@@ -23,6 +23,8 @@ from recipes.common.voices import HELD_OUT
 from recipes.fsdd import prepare as fsdd
 from recipes.speech_commands import prepare as speech_commands
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 CATHY = SHARED / "cathy"
 
 
@@ -307,6 +309,7 @@ def _subset(path: Path, out: Path, count: int, key=lambda r: 0) -> Path:
     return out
 
 
+@pytest.mark.train
 @pytest.mark.parametrize("recipe", ["fsdd", "speech_commands", "cathy"])
 def test_training_on_recipe_manifests_lowers_the_loss(recipe, tmp_path, request):
     """A few steps of the tiny model on each recipe's own data config and manifests."""

@@ -8,8 +8,10 @@ from hydra.utils import instantiate
 
 from asr import CONF_DIR
 from asr import scheduler as schedules
-from asr.training.budget import Clock, Plan
+from asr.training.budget import Budget, Clock, Plan
 from helpers import train_config
+
+pytestmark = pytest.mark.tier("fast")
 
 
 def lrs(make, steps: int, lr: float = 2e-3, betas=(0.9, 0.98), **kwargs) -> list[float]:
@@ -79,6 +81,7 @@ def run_under_budget(step_seconds: list[float], eval_seconds: float, limit: floa
     plan = Plan(max_epochs=100, max_steps=None, steps_per_epoch=steps_per_epoch, dev_batches=5,
                 final_evals=2, limit=limit)
     clock = Clock(plan, before=0.0, now=lambda: now[0])
+    budget = Budget(clock, configured_end=5000)
     optimizer = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=1.0)
     sched = schedules.warmup_cosine(optimizer, warmup_steps=20, total_steps=5000, final=0.1)
     used, step = [], 0
@@ -93,10 +96,45 @@ def run_under_budget(step_seconds: list[float], eval_seconds: float, limit: floa
         if step % steps_per_epoch == 0:
             now[0] += eval_seconds
             clock.evaluated(eval_seconds)
-        into_epoch = step % steps_per_epoch
-        schedules.set_schedule_end(sched, clock.schedule_end(5000, step, into_epoch))
-        if clock.out_of_time():
+        if budget.sync_schedule(sched, step, step % steps_per_epoch, agree=None):
+            assert budget.spent
             return used, now[0]
+
+
+def cosine(total_steps: int = 5000):
+    optimizer = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=1.0)
+    return schedules.warmup_cosine(optimizer, warmup_steps=20, total_steps=total_steps, final=0.1)
+
+
+def test_without_a_budget_the_run_never_stops_and_the_schedule_ends_where_configured():
+    """A resumed run that had a budget (its schedule's end moved to 400) and has none now:
+    the end goes back to the configured 5000, and the budget stops nothing."""
+    plan = Plan(max_epochs=2, max_steps=None, steps_per_epoch=10, dev_batches=1, final_evals=1,
+                limit=None)
+    budget, sched = Budget(Clock(plan, before=1e9), configured_end=5000), cosine()
+    schedules.set_schedule_end(sched, 400)
+    budget.start(sched)
+    assert sched.lr_lambdas[0].total_steps == 5000 and not budget.limited
+    assert not budget.must_stop() and not budget.sync_schedule(sched, 10, 0, agree=None)
+    assert not budget.spent and sched.lr_lambdas[0].total_steps == 5000
+
+
+def test_must_stop_changes_nothing_and_the_ranks_agree_on_the_earliest_end():
+    """must_stop reads the clock only; sync_schedule takes the stop and the end every rank
+    agrees on (here another rank is still going, and ends the schedule earlier)."""
+    now = [0.0]
+    plan = Plan(max_epochs=100, max_steps=None, steps_per_epoch=50, dev_batches=5, final_evals=1,
+                limit=10.0)
+    budget, sched = Budget(Clock(plan, before=0.0, now=lambda: now[0]), 5000), cosine()
+    budget.clock.stepped(0.1)
+    now[0] = 20.0  # past the budget on this rank
+    assert budget.must_stop() and budget.must_stop() and not budget.spent
+    assert sched.lr_lambdas[0].total_steps == 5000
+    seen = []
+    agree = lambda values: seen.append(values) or [1, 123]  # noqa: E731 (the other rank goes on)
+    assert budget.sync_schedule(sched, 7, 7, agree) is False and not budget.spent
+    assert seen == [[0, 7]]  # this rank: stop, and no step left (the end at the step taken)
+    assert sched.lr_lambdas[0].total_steps == 123
 
 
 def test_a_time_budget_ends_the_cosine_at_its_final_value():

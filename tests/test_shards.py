@@ -15,6 +15,8 @@ from asr.shards import INDEX, ShardBatches, decode_sample, read_index, write_sha
 from asr.tokenizer import Tokenizer
 from helpers import ROOT, small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
@@ -63,6 +65,7 @@ def test_stream_gives_the_epoch_length_in_duration_buckets(shards):
     assert len(list(stream)) == 2  # a resumed epoch delivers the batches it still owes
 
 
+@pytest.mark.train
 def test_training_from_shards(shards, tmp_path):
     manifest, folder = shards
     from asr.train import Trainer

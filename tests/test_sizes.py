@@ -1,7 +1,11 @@
 """Size limits (tools/check_sizes.py): the checker flags what is over, and the tree is within."""
 
+import pytest
+
 from helpers import ROOT
 from tools import check_sizes
+
+pytestmark = pytest.mark.tier("fast")
 
 
 def _function(lines: int, doc: str = "Short.") -> str:

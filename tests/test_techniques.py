@@ -19,6 +19,8 @@ from asr.model import ModelDimensions, SpeechTransformer
 from asr.tokenizer import BOS_ID, Tokenizer
 from helpers import ROOT, small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 OPTIONS = list(itertools.product(["pre", "post", "tfixup"], ["sinusoidal", "relative", "rope"],
                                  ["full", "local"]))
 
@@ -176,6 +178,8 @@ def test_bad_options_are_one_clear_line(option, message):
         ModelDimensions(n_vocab=10, **option)
 
 
+@pytest.mark.subprocess
+@pytest.mark.train
 def test_training_logs_a_loss_curve_and_fills_cosine_length(tmp_path):
     """trainer.log_every points reach metrics.json; cosine learns its length; report reads it."""
     from asr.train import Trainer

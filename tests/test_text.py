@@ -6,6 +6,8 @@ from asr.metrics import char_errors, error_rate, word_errors
 from asr.text import normalize_text
 from asr.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
+pytestmark = pytest.mark.tier("fast")
+
 
 @pytest.mark.parametrize("raw,expected", [
     ("Show me my PHOTOS, please!", "show me my photos please"),

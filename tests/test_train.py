@@ -19,6 +19,8 @@ from asr.train import clip_gradients
 from asr.transcriber import Transcriber
 from helpers import ROOT, small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 def test_tiny_model_overfits_real_utterances(overfit_model):
     model_dir, entries, run = overfit_model
@@ -41,6 +43,7 @@ def test_model_directory_round_trip(overfit_model):
     assert config.model.n_vocab == tokenizer.vocab_size
 
 
+@pytest.mark.subprocess
 def test_train_cli_and_resume(tmp_path):
     """`python -m asr.train` runs with Hydra overrides; resume continues to the same end."""
     manifest = write_manifest(tmp_path / "train.jsonl", small_real_set()[:4])
@@ -70,6 +73,7 @@ def test_train_cli_and_resume(tmp_path):
     assert metrics["total_audio_hours_heard"] == metrics["audio_hours_heard"]
 
 
+@pytest.mark.subprocess
 def test_time_budget_ends_the_run_cleanly(tmp_path):
     """`trainer.max_minutes`: a run of far more epochs than 3 s hold stops between steps at the
     budget, scores the weights it stopped with, keeps the best and averaged models and a state
@@ -106,6 +110,7 @@ def test_time_budget_ends_the_run_cleanly(tmp_path):
     assert f"epoch {epochs + 1}:" not in again.stdout
 
 
+@pytest.mark.train
 def test_resume_matches_uninterrupted_run(tmp_path):
     """Stopping after one epoch and resuming gives the same weights as training straight on,
     from a checkpoint saved with separate query, key and value layers too."""
@@ -336,6 +341,7 @@ def hear_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.subprocess
 def test_ctrl_c_ends_training_in_one_line_with_status_130(tmp_path):
     """SIGINT mid-run: no traceback, a line that says how to continue, the shell's status 130."""
     entries = small_real_set()
@@ -382,6 +388,7 @@ def test_compiled_training_on_cuda_turns_loop_reindexing_off_or_is_refused_at_on
         check_compile(True, torch.device("cuda"))
 
 
+@pytest.mark.train
 def test_compiled_training_on_buckets_builds_one_graph_per_static_shape(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """data.buckets with trainer.compile: the encoder and the decoder are compiled for static

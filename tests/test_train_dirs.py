@@ -19,6 +19,8 @@ from asr.checkpoint import CHECKPOINT, WEIGHTS, atomic_write, load_torch, save_t
 from asr.train import LOCK, Trainer, TrainingError
 from helpers import ROOT, small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 STEPS = ["tokenizer.vocab_size=30", "data.batch_size=1", "trainer.max_epochs=1"]
 
 
@@ -65,6 +67,7 @@ class FirstSave(Trainer):
         super().save_checkpoint()
 
 
+@pytest.mark.train
 def test_overwrite_deletes_the_old_state_first_and_only_own_temp_files(tmp_path, manifest):
     out = tmp_path / "model"
     Trainer(train_config(tmp_path, manifest, *STEPS, "trainer.max_steps=1")).fit()
@@ -82,6 +85,7 @@ def test_overwrite_deletes_the_old_state_first_and_only_own_temp_files(tmp_path,
     assert load_torch(out / CHECKPOINT)["state"]["step"] == 1
 
 
+@pytest.mark.train
 def test_a_second_run_in_the_same_directory_stops_at_once(tmp_path, manifest):
     (tmp_path / "model").mkdir()
     with (tmp_path / "model" / LOCK).open("a") as held:  # as a run in another process holds it
@@ -92,6 +96,7 @@ def test_a_second_run_in_the_same_directory_stops_at_once(tmp_path, manifest):
     assert not (tmp_path / "model" / WEIGHTS).exists()
 
 
+@pytest.mark.train
 def test_a_finished_run_frees_the_directory_while_its_loader_workers_live(tmp_path, manifest):
     """Persistent DataLoader workers, forked while the lock was held, share its open file;
     the run unlocks on leaving, so resuming in the same process (benchmarks/gpu_check.py does) works
@@ -131,6 +136,7 @@ class Saves(Trainer):
         super().save_checkpoint()
 
 
+@pytest.mark.train
 def test_the_state_is_saved_mid_epoch_every_few_minutes(tmp_path, manifest):
     default = train_config(tmp_path, manifest)
     assert default.trainer.save_every_minutes == 5
@@ -141,6 +147,7 @@ def test_the_state_is_saved_mid_epoch_every_few_minutes(tmp_path, manifest):
     assert resumed["state"]["step"] == 4 and torch.is_tensor(resumed["rng"]["torch"])
 
 
+@pytest.mark.train
 def test_a_fifo_named_train_lock_is_refused_not_waited_on(tmp_path, manifest):
     (tmp_path / "model").mkdir()
     os.mkfifo(tmp_path / "model" / LOCK)
@@ -150,6 +157,7 @@ def test_a_fifo_named_train_lock_is_refused_not_waited_on(tmp_path, manifest):
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == [LOCK]
 
 
+@pytest.mark.train
 @pytest.mark.parametrize("where", ["file", "parent"])
 def test_an_out_dir_that_is_a_file_is_refused_before_any_work(tmp_path, manifest, where):
     (tmp_path / "model").write_text("notes")
@@ -178,6 +186,7 @@ class CutShort:
         self.file.flush()
 
 
+@pytest.mark.train
 def test_a_full_disk_at_a_later_save_keeps_the_state_saved_before(tmp_path, manifest, monkeypatch):
     """The state saved at the start survives a checkpoint write that finds the disk full
     (torch's zip writer meets the OSError and raises a RuntimeError of its own); the run ends
@@ -228,6 +237,7 @@ def test_ctrl_c_inside_a_save_is_a_keyboard_interrupt_and_keeps_the_old_file(tmp
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
 
 
+@pytest.mark.train
 def test_a_missing_logger_is_refused_before_anything_is_written(tmp_path, manifest, monkeypatch):
     """trainer.logger=tensorboard without tensorboard used to fail after checkpoint.pt,
     model.pt and train.lock were written, and the run with logger=csv was then refused."""
@@ -241,6 +251,7 @@ def test_a_missing_logger_is_refused_before_anything_is_written(tmp_path, manife
     assert (tmp_path / "model" / "curves.csv").is_file()
 
 
+@pytest.mark.subprocess
 def test_a_closed_log_pipe_ends_the_run_quietly(tmp_path, manifest):
     """`asr-train ... | head -1` printed a logging traceback for every line after the first and
     trained on unseen while the shell waited; now it ends as Unix tools do, its last saved
@@ -256,6 +267,7 @@ def test_a_closed_log_pipe_ends_the_run_quietly(tmp_path, manifest):
     assert load_torch(tmp_path / "model" / CHECKPOINT)["state"]["epoch"] < 3
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("under", ["", "/run/x"])
 def test_an_out_dir_that_is_a_file_is_one_line_from_the_command_line(tmp_path, under):
     """Hydra makes its folders under trainer.out_dir before the run starts: a file there was

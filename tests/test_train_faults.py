@@ -17,6 +17,8 @@ from asr.model import SpeechTransformer
 from asr.train import Trainer, TrainingError
 from helpers import small_real_set, train_config, write_manifest
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 FAST = ["tokenizer.vocab_size=30", "data.batch_size=1", "trainer.max_epochs=2"]
 
 
@@ -31,6 +33,7 @@ def manifest(tmp_path):
     return write_manifest(tmp_path / "train.jsonl", small_real_set()[:4])
 
 
+@pytest.mark.train
 def test_transient_nan_loss_is_skipped_and_counted(tmp_path, manifest, monkeypatch, training_log):
     forward, calls = SpeechTransformer.forward, []
 
@@ -56,6 +59,7 @@ def test_transient_nan_loss_is_skipped_and_counted(tmp_path, manifest, monkeypat
     assert [e["bad_steps"] for e in metrics["epochs"]] == [2, 0]
 
 
+@pytest.mark.train
 def test_persistent_overflow_stops_training(tmp_path, manifest):
     """lr 1e30: the first step blows the weights up, every later loss overflows."""
     cfg = train_config(tmp_path, manifest, *FAST, "optim.lr=1e30", "scheduler=constant",
@@ -83,6 +87,7 @@ def spoiled(tmp_path):
     return manifest, entries[1][0]
 
 
+@pytest.mark.train
 def test_bad_audio_met_in_training_is_skipped_and_counted(tmp_path, spoiled, training_log):
     manifest, bad = spoiled
     dev = write_manifest(tmp_path / "dev.jsonl", small_real_set()[:2])
@@ -95,6 +100,7 @@ def test_bad_audio_met_in_training_is_skipped_and_counted(tmp_path, spoiled, tra
     assert "1 bad audio file(s) skipped" in out
 
 
+@pytest.mark.train
 def test_bad_audio_met_in_training_stops_the_run_by_default(tmp_path, spoiled):
     manifest, bad = spoiled
     with pytest.raises(TrainingError) as caught:
@@ -103,6 +109,7 @@ def test_bad_audio_met_in_training_stops_the_run_by_default(tmp_path, spoiled):
     assert str(caught.value).endswith(" (data.on_error=skip leaves such files out)")
 
 
+@pytest.mark.train
 def test_bad_manifest_lines_are_skipped_and_counted(tmp_path, manifest, training_log):
     lines = manifest.read_text().splitlines()
     manifest.write_text("\n".join([lines[0], "{broken", *lines[1:], '{"text": "x"}']) + "\n")
@@ -116,6 +123,7 @@ def test_bad_manifest_lines_are_skipped_and_counted(tmp_path, manifest, training
         Trainer(train_config(tmp_path, manifest, *FAST, "data.on_error=ignore"))
 
 
+@pytest.mark.train
 @pytest.mark.parametrize("overrides, message", [
     (["trainer.compile_mode=fastest"], "trainer.compile_mode must be one of default, "
      "reduce-overhead, max-autotune, got 'fastest'"),

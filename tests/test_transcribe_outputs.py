@@ -25,6 +25,8 @@ from asr.transcriber import Transcriber, Transcript
 from helpers import ROOT
 from test_transcriber import long_recording
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 @pytest.fixture(scope="module")
 def recording(overfit_model, tmp_path_factory):
@@ -60,6 +62,7 @@ def test_words_are_timed_inside_their_segments_in_order(overfit_model, recording
         transcriber.transcribe(path, word_timestamps=True)
 
 
+@pytest.mark.subprocess
 def test_files_for_each_input_and_stdin(overfit_model, recording, tmp_path):
     """`-` reads stdin (here a FLAC file); every input gets its five files, which are exactly
     what the formats make of the API's result; a bad file gets one line, the others their
@@ -248,6 +251,7 @@ def test_threads_and_no_vad(overfit_model, recording, capsys):
         assert stop.value.code == 2
 
 
+@pytest.mark.subprocess
 def test_a_closed_pipe_ends_the_command_quietly(overfit_model, recording):
     """`asr-transcribe ... | head -1` ended in a BrokenPipeError traceback."""
     model_dir, _, _ = overfit_model

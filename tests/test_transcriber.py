@@ -14,6 +14,8 @@ from asr.audio import AudioError, load_audio
 from asr.stream import stream_file
 from helpers import noise_clips
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 RATE = 16000
 
 

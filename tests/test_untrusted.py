@@ -36,6 +36,8 @@ from asr.checkpoint import (
 from asr.tokenizer import Tokenizer
 from helpers import ROOT, fsdd_file, train_config, write_untrained_model
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 
 class Payload:
     """Unpickling this runs `touch MARKER`."""
@@ -87,6 +89,7 @@ def test_malicious_weights_are_refused(model_dir, tmp_path, style):
     assert not marker.exists()
 
 
+@pytest.mark.subprocess
 def test_transcribe_cli_refuses_malicious_weights(model_dir, tmp_path):
     marker = tmp_path / "pwned"
     plant_pickle(model_dir / WEIGHTS, marker, "torch.save")
@@ -100,6 +103,7 @@ def test_transcribe_cli_refuses_malicious_weights(model_dir, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.train
 def test_malicious_training_checkpoint_is_refused(model_dir, tmp_path):
     """`trainer.resume=true` on a planted checkpoint.pt refuses it before using anything."""
     from asr.train import Trainer
@@ -125,6 +129,7 @@ def test_corrupt_files_are_named(model_dir):
         load_model_dir(model_dir)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("section,target", [
     ("optim", "os.system"),
     ("optim", "builtins.exec"),
@@ -174,6 +179,8 @@ LAUGHS = "\nlol0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
     for i in range(1, 12))  # 500 bytes that expand to 3 billion strings
 
 
+@pytest.mark.subprocess
+@pytest.mark.train
 def test_a_billion_laughs_in_config_yaml_is_refused_at_once(model_dir, tmp_path):
     """A few hundred bytes of nested aliases made loading run for minutes: now every way in
     (the API, the command line, fine-tuning) refuses them before anything is built."""

@@ -7,6 +7,8 @@ import soundfile as sf
 from asr.vad import Endpointer, VADConfig, split_utterances
 from helpers import COMMANDS, require_shared
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 RATE = 16000
 
 

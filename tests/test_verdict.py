@@ -9,6 +9,8 @@ import pytest
 
 from recipes.voice_commands import verdict
 
+pytestmark = pytest.mark.tier("fast")
+
 AGAIN = "bash recipes/voice_commands/run.sh GRAMMAR=coffee.yaml"
 
 

@@ -16,6 +16,8 @@ from recipes.common import corpora, real, sentence_splits, synthesis
 from recipes.common import voices as synthetic_voices
 from recipes.voice_commands import prepare
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 GRAMMAR = Grammar.load(prepare.DEFAULT_GRAMMAR)
 POOLS = sentence_splits.intent_pools(GRAMMAR, seed=0)
 SENTENCES = {s.text: s for group in POOLS.values() for s in group}
@@ -165,6 +167,7 @@ def _read_manifests(root: Path) -> dict[str, list[dict]]:
             for split in sentence_splits.SPLITS}
 
 
+@pytest.mark.train
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
 def test_tiny_synthesis(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     args = ["--train", "8", "--dev", "4", "--test", "4", "--real-root", "none"]
@@ -197,6 +200,7 @@ def test_tiny_synthesis(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "already prepared" in capsys.readouterr().out
 
 
+@pytest.mark.train
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
 def test_synthesised_hours_are_those_planned(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """The expected durations hold for real synthesis: --hours 0.01 (36 s of training speech)

@@ -25,6 +25,8 @@ import tomllib
 from helpers import ROOT, write_manifest
 from test_transcriber import long_recording
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "asr", "conf")
 
 
@@ -101,6 +103,7 @@ def test_wheel_holds_the_library_and_its_configs_only(installed):
     assert conf == str(Path(module).parent / "conf")
 
 
+@pytest.mark.subprocess
 def test_every_console_script_answers_help(installed):
     entry_points = zipfile.ZipFile(installed["wheel"]).read(
         next(n for n in zipfile.ZipFile(installed["wheel"]).namelist()

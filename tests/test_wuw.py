@@ -20,6 +20,8 @@ from recipes.common import SPLITS, corpora
 from recipes.wuw import prepare as wuw
 from recipes.wuw import spot
 
+pytestmark = [pytest.mark.tier("fast"), pytest.mark.data]
+
 WUW = SHARED / "wuw"
 # One caller back to back (00026-00029: female, native, cell, 10:45-10:59), three callers of
 # different genders reading one script one morning (00146-00148; the first two say one of its
@@ -137,6 +139,7 @@ def test_speaker_groups_are_disjoint_across_splits(corpus, prepared):
     assert set().union(*calls.values()) == set(CALLS)
 
 
+@pytest.mark.subprocess
 def test_missing_corpus_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "recipes.wuw.prepare", "--root", str(tmp_path),
                            "--out", str(tmp_path / "out")], capture_output=True, text=True,
@@ -161,6 +164,7 @@ def test_wake_word_scoring_rules():
     assert spot.score_sentence(words, "voyager", 2.0, 3.4, 0.7, "voyager")["detected"]
 
 
+@pytest.mark.train
 def test_a_few_training_steps_then_scoring(prepared, tmp_path):
     """The tiny model on the recipe's own data config: the loss falls; CTC word times lie in
     the audio, in order; the wake-word scoring runs end to end."""

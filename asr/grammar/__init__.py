@@ -51,6 +51,7 @@ from asr.grammar.automaton import GrammarTooLarge, Reading, WordAutomaton
 from asr.grammar.elements import BUILTIN_SLOTS, MAX_SENTENCE_WORDS, Expression, Sentence, SlotTypes
 from asr.grammar.expansion import count_expansions, draw, expand, sentence_words, weighted_index
 from asr.grammar.matching import MAX_MATCH_NODES, WordGraph, WordIndex, nodes_needed
+from asr.grammar.measure import Memo
 from asr.grammar.reader import GrammarError, read_grammar, shown
 from asr.text import normalize_text
 from asr.untrusted import UntrustedInputError, read_text
@@ -74,7 +75,7 @@ class Grammar:
 
     def _check_sentences(self) -> None:
         """Every expression says at least one word and at most MAX_SENTENCE_WORDS."""
-        memo: dict = {}
+        memo: Memo[tuple[int, int]] = Memo()
         for e in self.expressions:
             fewest, most = sentence_words(e.elements, self.slots, memo)
             if not fewest:
@@ -87,7 +88,7 @@ class Grammar:
     def check_matchable(self) -> None:
         """Refuse a grammar whose word graphs for `match` (the free search) would be too large
         to align a transcript against in a second."""
-        memo: dict = {}
+        memo: Memo[int] = Memo()
         needed = sum(1 + nodes_needed(e.elements, self.slots, memo) for e in self.expressions)
         if needed > MAX_MATCH_NODES:
             raise GrammarError(f"{self.source}: too large for the free search (its word graphs "

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from asr.grammar.elements import MAX_SENTENCE_WORDS, Choice, Expression, Slot, SlotTypes, Word
+from asr.grammar.measure import Memo, count, measure
 from asr.tokenizer import EOS_ID, WORD_START
 
 MAX_ARCS = 200_000  # a grammar whose graph needs more arcs is refused (its memory and build time)
@@ -41,22 +42,13 @@ class GrammarTooLarge(ValueError):
 
 
 def arcs_needed(expressions: list[Expression]) -> int:
-    """The arcs `WordAutomaton` builds for these expressions, counted without building them."""
-    memo: dict[int, int] = {}
-    return sum(1 + _sequence_arcs(e.elements, memo) for e in expressions)
-
-
-def _sequence_arcs(elements: tuple, memo: dict[int, int]) -> int:
-    total = 0
-    for element in elements:
-        if isinstance(element, Choice):
-            if id(element) not in memo:  # a macro: one choice object used many times
-                memo[id(element)] = element.optional + sum(
-                    2 + _sequence_arcs(option, memo) for option in element.options)
-            total += memo[id(element)]
-        else:
-            total += 1
-    return total
+    """The arcs `WordAutomaton` builds for these expressions, counted without building them:
+    one per word and per slot (its values share one trie), two per option of a choice and
+    one to skip an optional one."""
+    how = count(1, lambda type_: 1,
+                lambda choice, options: choice.optional + sum(2 + arcs for arcs in options))
+    memo: Memo[int] = Memo()
+    return sum(1 + measure(e.elements, how, memo) for e in expressions)
 
 
 @dataclass(frozen=True)
@@ -191,9 +183,8 @@ class WordAutomaton:
                 stack += self.empty[position]
             else:
                 arc, node = position
-                slot, target = self.slot_arc[arc]
-                if self.tries[slot.type].value[node] is not None:
-                    stack.append(target)
+                if self.slot_trie(arc).value[node] is not None:
+                    stack.append(self.slot_arc[arc][1])
         return frozenset(p for p in seen if not isinstance(p, int) or self.words[p]
                          or self.slot_arcs[p] or p in self.final)
 
@@ -205,6 +196,10 @@ class WordAutomaton:
             self._states.append(positions)
             self._positions += len(positions)
         return self._ids[positions]
+
+    def slot_trie(self, arc: int) -> _Trie:
+        """The trie of the values a slot arc's slot type may say."""
+        return self.tries[self.slot_arc[arc][0].type]
 
     @property
     def states_held(self) -> int:
@@ -238,12 +233,12 @@ class WordAutomaton:
             if isinstance(position, int):
                 moves += self.words[position].get(word, [])
                 for arc in self.slot_arcs[position]:
-                    child = self.tries[self.slot_arc[arc][0].type].children[0].get(word)
+                    child = self.slot_trie(arc).children[0].get(word)
                     if child is not None:
                         moves.append((arc, child))
             else:
                 arc, node = position
-                child = self.tries[self.slot_arc[arc][0].type].children[node].get(word)
+                child = self.slot_trie(arc).children[node].get(word)
                 if child is not None:
                     moves.append((arc, child))
         return moves
@@ -258,10 +253,10 @@ class WordAutomaton:
                 if isinstance(position, int):
                     words.update(self.words[position])
                     for arc in self.slot_arcs[position]:
-                        words.update(self.tries[self.slot_arc[arc][0].type].children[0])
+                        words.update(self.slot_trie(arc).children[0])
                 else:
                     arc, node = position
-                    words.update(self.tries[self.slot_arc[arc][0].type].children[node])
+                    words.update(self.slot_trie(arc).children[node])
             self._allowed[state] = frozenset(words)
         return self._allowed[state]
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from asr.grammar.elements import Choice, Slot, Word
+from asr.grammar.measure import Measure, Memo, measure
 
 Expansion = tuple[tuple[str, ...], tuple[tuple[str, str], ...], bool]
 
@@ -44,32 +45,22 @@ def _element_count(element, slot_counts: tuple[tuple[str, int], ...]) -> int:
             + element.optional)
 
 
-def sentence_words(elements: tuple, slots: dict, memo: dict | None = None) -> tuple[int, int]:
+Span = tuple[int, int]  # the fewest and the most words
+
+
+def sentence_words(elements: tuple, slots: dict, memo: Memo[Span] | None = None) -> Span:
     """The fewest and the most words a sequence's sentences have, found without expanding
-    them (`memo`: per slot type, and per choice object, as a macro is one choice used many
-    times)."""
-    memo = {} if memo is None else memo
-    fewest = most = 0
-    for element in elements:
-        if isinstance(element, Word):
-            low = high = 1
-        elif isinstance(element, Slot):
-            if element.type not in memo:
-                lengths = [len(spoken.split()) for spoken, _ in slots[element.type]]
-                memo[element.type] = min(lengths), max(lengths)
-            low, high = memo[element.type]
-        else:
-            low, high = _choice_words(element, slots, memo)
-        fewest, most = fewest + low, most + high
-    return fewest, most
+    them (`memo`: shared over the expressions of one grammar)."""
+    def slot(type_: str) -> Span:
+        lengths = [len(spoken.split()) for spoken, _ in slots[type_]]
+        return min(lengths), max(lengths)
 
+    def choice(element: Choice, spans: list[Span]) -> Span:
+        return (0 if element.optional else min(low for low, _ in spans),
+                max(high for _, high in spans))
 
-def _choice_words(choice: Choice, slots: dict, memo: dict) -> tuple[int, int]:
-    if id(choice) not in memo:
-        spans = [sentence_words(option, slots, memo) for option in choice.options]
-        memo[id(choice)] = (0 if choice.optional else min(low for low, _ in spans),
-                            max(high for _, high in spans))
-    return memo[id(choice)]
+    how = Measure((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]), (1, 1), slot, choice)
+    return measure(elements, how, Memo() if memo is None else memo)
 
 
 def expand(elements: tuple, slots: dict) -> Iterator[Expansion]:

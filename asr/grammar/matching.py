@@ -15,30 +15,18 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from asr.grammar.elements import Choice, Slot, Word
+from asr.grammar.elements import Slot, Word
+from asr.grammar.measure import Memo, count, measure
 
 MAX_MATCH_NODES = 10_000  # past this a transcript's alignment against them takes too long
 
 
-def nodes_needed(elements: tuple, slots: dict, memo: dict | None = None) -> int:
+def nodes_needed(elements: tuple, slots: dict, memo: Memo[int] | None = None) -> int:
     """The nodes a `WordGraph` of these elements has, counted without building it (`memo`:
-    per slot type, and per choice object, as a macro is one choice used many times)."""
-    memo = {} if memo is None else memo
-    total = 0
-    for element in elements:
-        if isinstance(element, Word):
-            total += 1
-        elif isinstance(element, Slot):
-            if element.type not in memo:
-                memo[element.type] = 1 + sum(1 + len(spoken.split())
-                                             for spoken, _ in slots[element.type])
-            total += memo[element.type]
-        elif isinstance(element, Choice):
-            if id(element) not in memo:
-                memo[id(element)] = 1 + sum(1 + nodes_needed(option, slots, memo)
-                                            for option in element.options)
-            total += memo[id(element)]
-    return total
+    shared over the expressions of one grammar)."""
+    how = count(1, lambda type_: 1 + sum(1 + len(spoken.split()) for spoken, _ in slots[type_]),
+                lambda choice, options: 1 + sum(1 + nodes for nodes in options))
+    return measure(elements, how, Memo() if memo is None else memo)
 
 
 @dataclass(frozen=True)

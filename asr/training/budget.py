@@ -14,12 +14,19 @@ a training step per dev batch. The steps the time left holds (`budget_steps`) le
 the dev evaluation of each epoch that ends before the budget; a schedule that decays to an end
 (cosine) is told to end there (`schedule_end`), estimated again after every step, so that its
 learning rate reaches its final value at the budget's end whatever the machine's speed.
+
+`Budget` is what the trainer holds: the clock, whether the budget is spent, where it cut the
+epoch it stopped in and the schedule's end, decided by every rank together.
 """
 
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from torch.optim.lr_scheduler import LambdaLR
+
+from asr.scheduler import set_schedule_end
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class Forecast:
     eval_seconds: float
     left: float  # seconds until the run ends (its final evaluations included)
     by_budget: bool  # the budget ends it before its epochs do
-    epochs_left: float  # seconds the remaining epochs need (their evaluations included)
+    epochs_left_seconds: float  # what the remaining epochs need, their evaluations included
     epochs_at_end: float  # epochs done by the end (fractional when the budget cuts one)
 
 
@@ -114,14 +121,63 @@ class Clock:
         if plan.max_steps is not None:
             steps = min(steps, max(0, plan.max_steps - step))
         evals = math.ceil(steps / plan.steps_per_epoch) + plan.final_evals - 1
-        epochs_left = steps * per_step + evals * self.eval_seconds()
+        epochs_left_seconds = steps * per_step + evals * self.eval_seconds()
         fits = self.budget_steps(0)
         by_budget = fits is not None and fits < steps
         if by_budget:
             left = self.plan.limit - self.elapsed()
             at_end = epoch + fits / plan.steps_per_epoch
         else:
-            left, at_end = epochs_left, epoch + steps / plan.steps_per_epoch
+            left, at_end = epochs_left_seconds, epoch + steps / plan.steps_per_epoch
         eval_seconds = self.eval_seconds()
         return Forecast(per_step * plan.steps_per_epoch + eval_seconds, eval_seconds, left,
-                        by_budget, epochs_left, at_end)
+                        by_budget, epochs_left_seconds, at_end)
+
+
+Agree = Callable[[list[int]], list[int]]  # the element-wise minimum over every rank
+
+
+class Budget:
+    """The run's time budget (trainer.max_minutes) as the trainer holds it: its clock, whether
+    it is spent, where it cut the epoch it stopped in (batches done, of how many), and the step
+    a decaying schedule ends at. Without one (`limited` false) it never stops the run and the
+    schedule ends where its config says (`configured_end`: 0 for a schedule with no end)."""
+
+    def __init__(self, clock: Clock, configured_end: int) -> None:
+        self.clock, self.configured_end = clock, configured_end
+        self.spent = False
+        self.cut: tuple[int, int] | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether the run has a budget: the one place that asks."""
+        return self.clock.plan.limit is not None
+
+    def start(self, scheduler: LambdaLR) -> None:
+        """A resumed run that had a budget and has none now ends its schedule at the epochs'
+        end again."""
+        if not self.limited:
+            set_schedule_end(scheduler, self.configured_end)
+
+    def must_stop(self) -> bool:
+        """Whether this process's clock says the run must stop now to end within the budget.
+        Changes nothing: `sync_schedule` takes the decision with the other ranks."""
+        return self.limited and self.clock.out_of_time()
+
+    def sync_schedule(self, scheduler: LambdaLR, step: int, into_epoch: int,
+                      agree: Agree | None) -> bool:
+        """Under a budget: stop or go, and the schedule's end where the budget ends (`step`
+        steps taken, `into_epoch` of them in this epoch), taken by every rank together (the
+        earliest any sees, through `agree`; None: one process) so that they stop at the same
+        step with the same learning rates. Moves the schedule's end, records whether the
+        budget is spent and returns it."""
+        if not self.limited:
+            return False
+        stop = self.must_stop()
+        end = self.clock.schedule_end(self.configured_end, step, into_epoch)
+        if agree is not None:
+            going, end = agree([int(not stop), end])
+            stop = not going
+        set_schedule_end(scheduler, end)
+        self.spent = stop
+        return stop

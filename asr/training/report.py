@@ -86,7 +86,7 @@ class Report:
         if forecast.by_budget:
             what = (f"at the budget (trainer.max_minutes={max_minutes:g}), about "
                     f"{forecast.epochs_at_end:.1f} of {max_epochs} epochs in (all {max_epochs} "
-                    f"would end in {forecast.epochs_left / 60:.1f} min)")
+                    f"would end in {forecast.epochs_left_seconds / 60:.1f} min)")
         self.log(f"speed: {audio_rate:.0f} audio s/s, {forecast.epoch_seconds:.0f} s/epoch "
                  f"({forecast.eval_seconds:.0f} s of it dev scoring); end expected at {end} "
                  f"(in {forecast.left / 60:.1f} min), {what}")

@@ -24,8 +24,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from asr.averaging import AVERAGED, average_epochs, save_epoch_weights
 from asr.checkpoint import CHECKPOINT, save_metrics, save_model_dir, upgrade_weights
 from asr.distributed import all_reduce_min, barrier, shutdown
-from asr.scheduler import set_schedule_end
-from asr.training.budget import Clock, Plan
+from asr.training.budget import Budget, Clock, Plan
 from asr.training.build import TrainingSetup
 from asr.training.options import TrainingError
 from asr.training.run_dir import hold_run_dir
@@ -44,11 +43,10 @@ class Trainer(TrainingSetup):
         final state."""
         held = hold_run_dir(self.out_dir, self.resumed) if self.is_main else nullcontext()
         history = self.state.history
-        self.clock = Clock(self._plan(), self.state.run_seconds,
-                           history[-1].get("dev_seconds") if history else None)
-        self.budget_spent, self.cut = False, None
-        if self.cfg.trainer.max_minutes is None:  # a resumed budget run's end, back to the epochs'
-            set_schedule_end(self.scheduler, self._configured_end())
+        clock = Clock(self._plan(), self.state.run_seconds,
+                      history[-1].get("dev_seconds") if history else None)
+        self.budget = Budget(clock, self.cfg.scheduler.get("total_steps") or 0)
+        self.budget.start(self.scheduler)
         with held, logging_redirect_tqdm():  # log lines above the bars
             if self.is_main and not self.resumed:
                 self.save_checkpoint()  # first: from here on, a killed run can be resumed
@@ -61,15 +59,15 @@ class Trainer(TrainingSetup):
             while self._more_epochs():
                 self.train_epoch()
                 self.end_epoch(self._timed_evaluate())
-            if self.budget_spent:
+            if self.budget.spent:
                 # The state as of the stop: the last save came before the time it was decided
                 # at, and a resumed run would take that gap for time left to train in.
                 self.save_checkpoint()
                 if self.is_main and self.state.history:
                     self.save_metrics()
                 self.report.budget_stop(self.cfg.trainer.max_minutes, self.state.epoch,
-                                        self.cfg.trainer.max_epochs, self.cut, self.state.step,
-                                        self.clock.elapsed())
+                                        self.cfg.trainer.max_epochs, self.budget.cut,
+                                        self.state.step, self.budget.clock.elapsed())
             if self.cfg.trainer.average_checkpoints:
                 self.average_checkpoints()
             self.report.close_curves()
@@ -96,14 +94,14 @@ class Trainer(TrainingSetup):
                 state.curve_point(self._lr())
                 self.report.update_curves(state)
             now = time.perf_counter()
-            self.clock.stepped(now - last)
+            self.budget.clock.stepped(now - last)
             state.train_seconds, last = state.train_seconds + now - last, now
             if loss is not None and self._save_due():
                 self.save_checkpoint()
             if self._out_of_steps():
                 break
             if self._out_of_time():
-                self.cut = (state.epoch_batches, len(sampler))
+                self.budget.cut = (state.epoch_batches, len(sampler))
                 break
 
     def train_step(self, group: list[dict]) -> tuple[float | None, float]:
@@ -146,7 +144,7 @@ class Trainer(TrainingSetup):
         started = time.monotonic()
         dev = self.evaluate()
         seconds = time.monotonic() - started
-        self.clock.evaluated(seconds)
+        self.budget.clock.evaluated(seconds)
         return {**dev, "dev_seconds": round(seconds, 3)}
 
     def end_epoch(self, dev: dict[str, float]) -> None:
@@ -155,9 +153,9 @@ class Trainer(TrainingSetup):
         record, improved = state.close_epoch(dev, self._lr())
         self.report.update_curves(state)
         self.report.epoch(record, improved)
-        forecast = self.clock.forecast(state.step, state.epoch)
+        forecast = self.budget.clock.forecast(state.step, state.epoch)
         if forecast and state.epoch < trainer.max_epochs and not self._out_of_steps() \
-                and not self.budget_spent:
+                and not self.budget.spent:
             self.report.forecast(forecast, record["audio_sec_per_sec"], trainer.max_epochs,
                                  trainer.max_minutes, trainer.max_steps)
         if not self.is_main:
@@ -179,7 +177,7 @@ class Trainer(TrainingSetup):
         save_metrics(self.out_dir, {"best_dev_wer": state.best_wer, "steps": state.step,
                                     "audio_sec_per_sec": state.history[-1]["audio_sec_per_sec"],
                                     "max_epochs": trainer.max_epochs,
-                                    "stopped_by_budget": self.budget_spent,
+                                    "stopped_by_budget": self.budget.spent,
                                     **state.heard(self.corpus_hours),
                                     "epochs": state.history, "loss_curve": state.loss_curve})
 
@@ -187,7 +185,7 @@ class Trainer(TrainingSetup):
         """The state to resume from: at the start, after an epoch, and mid-epoch every
         trainer.save_every_steps steps or trainer.save_every_minutes minutes."""
         self.saved_at = time.monotonic()
-        self.state.run_seconds = self.clock.elapsed()
+        self.state.run_seconds = self.budget.clock.elapsed()
         if self.is_main:
             save_training_state(self.out_dir / CHECKPOINT, self.model, self.optimizer,
                                 self.scheduler, self.scaler, self.state)
@@ -229,29 +227,14 @@ class Trainer(TrainingSetup):
     def _more_epochs(self) -> bool:
         """Another epoch is due: epochs and steps are left, and time for more than the end."""
         return self.state.epoch < self.cfg.trainer.max_epochs and not self._out_of_steps() \
-            and not self.budget_spent and not self._out_of_time()
+            and not self.budget.spent and not self._out_of_time()
 
     def _out_of_time(self) -> bool:
-        """Under trainer.max_minutes: whether the run must stop now to end within it; also
-        moves the end of a decaying schedule to where the budget ends. Every rank takes the
-        same decision and the same end (the earliest any rank sees), so that they stop at the
-        same step with the same learning rates."""
-        if self.cfg.trainer.max_minutes is None:
-            return False
-        stop = self.clock.out_of_time()
+        """Whether the budget ends the run now, decided with every rank (`Budget.sync_schedule`,
+        which also moves a decaying schedule's end to where the budget ends)."""
         into_epoch = self.state.epoch_batches // self.cfg.trainer.accumulate_grad_batches
-        end = self.clock.schedule_end(self._configured_end(), self.state.step, into_epoch)
-        if self.dist.enabled:
-            going, end = all_reduce_min([int(not stop), end], self.device)
-            stop = not going
-        set_schedule_end(self.scheduler, end)
-        self.budget_spent = stop
-        return stop
-
-    def _configured_end(self) -> int:
-        """The step the schedule's config ends it at (the epochs'; 0 for a schedule with no
-        end)."""
-        return self.cfg.scheduler.get("total_steps") or 0
+        agree = (lambda values: all_reduce_min(values, self.device)) if self.dist.enabled else None
+        return self.budget.sync_schedule(self.scheduler, self.state.step, into_epoch, agree)
 
     def _plan(self) -> Plan:
         """What the run is asked to do, for its clock: epochs, steps, minutes."""

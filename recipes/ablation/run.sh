@@ -9,6 +9,11 @@
 # 25 minutes on 2 shared cores. Writes OUT_DIR/results.md and OUT_DIR/loss_curves.png.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source-path=SCRIPTDIR/../..
+source recipes/common/args.sh  # PYTHON= as arguments or in the environment
+overrides=()
+recipe_args "PYTHON" "$@"
+set -- "${overrides[@]}"
 DATA=${1:-data/voice_commands}
 OUT=${2:-exp/ablation}
 shift $(( $# < 2 ? $# : 2 ))

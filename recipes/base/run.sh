@@ -7,15 +7,19 @@
 #   bash recipes/base/run.sh SEEDS=0,1        # train on two corpora of other sentences and voices
 #   bash recipes/base/run.sh ALONE=0          # without the corpus of one-word commands said alone
 #   bash recipes/base/run.sh HOURS=0.05 MINUTES=2 model=tiny INIT=none LATEST=0   # a toy run
+#   bash recipes/base/run.sh INIT=latest      # on from the latest round kept on this machine
+#   bash recipes/base/run.sh STAGE=3          # stages 3.. only (here: score what exp/base holds)
 #   bash recipes/base/run.sh trainer.num_threads=1            # other arguments: Hydra overrides
 #
-# Training resumes exp/base when it holds a run that has not yet become the latest round; a
-# fresh exp/base (or one whose round is the latest already, moved aside) trains on from the newest
-# round's weights, ASR_BASE_LATEST (default ~/.cache/asr/base/latest: outside the repository,
-# since models do not belong in it, and outside exp/, which a fresh checkout lacks), or, on a
-# machine without it, from the packaged model (asr/models/base) when that is of the conv2d
-# kind, with experiment=base_conv_more; INIT=none starts from scratch (experiment=base_conv),
-# INIT=DIR from another model directory of the conv2d kind. The result is scored on every target
+# Stages (STAGE=N, STOP_STAGE=M: recipes/common/args.sh): 0 setup, 1 the corpora, 2 training,
+# 3 scoring, 4 keeping the round. Training resumes exp/base when it holds a run that has not
+# yet become the latest round (a run whose round is the latest already is moved aside); a new
+# run trains on from INIT (FROM= is the same argument), with experiment=base_conv_more: the
+# packaged model (INIT=base, the default) when it is of the conv2d kind, INIT=latest the newest
+# round kept on this machine, ASR_BASE_LATEST (default ~/.cache/asr/base/latest: outside the
+# repository, since models do not belong in it, and outside exp/, which a fresh checkout lacks),
+# INIT=DIR another model directory of the conv2d kind; INIT=none starts from scratch
+# (experiment=base_conv). It prints which, before training. The result is scored on every target
 # (recipes/base/score.sh) and written to ASR_BASE_LATEST (LATEST=0: not); SHIP=1 also makes it
 # the packaged model, which the base-model issue allows once per issue. SEEDS=0,1,... prepares
 # one corpus per seed (data/base, data/base_s1, ...; the synthesis cache keeps what a seed made
@@ -25,90 +29,99 @@
 # text says them mostly inside sentences.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hours=1.5 minutes="" seeds=0 alone="" init=latest ship=0 latest=1 experiment=""
+# shellcheck source-path=SCRIPTDIR/../..
+source recipes/common/args.sh
+HOURS=1.5 MINUTES="" SEEDS=0 ALONE="" INIT=base FROM="" SHIP=0 LATEST=1 EXPERIMENT=""
 overrides=()
-for arg in "$@"; do
-  case $arg in
-    HOURS=*) hours=${arg#HOURS=} ;;
-    MINUTES=*) minutes=${arg#MINUTES=} ;;
-    SEEDS=*) seeds=${arg#SEEDS=} ;;
-    ALONE=*) alone=${arg#ALONE=} ;;
-    INIT=*) init=${arg#INIT=} ;;
-    SHIP=*) ship=${arg#SHIP=} ;;
-    LATEST=*) latest=${arg#LATEST=} ;;
-    EXPERIMENT=*) experiment=${arg#EXPERIMENT=} ;;
-    *) overrides+=("$arg") ;;
-  esac
-done
-bash tools/setup.sh
-[ "${KOKORO:-1}" = 0 ] || bash tools/setup_kokoro.sh
+recipe_args "HOURS MINUTES SEEDS ALONE INIT FROM SHIP LATEST EXPERIMENT" "$@"
+[ -z "$FROM" ] || INIT=$FROM
 py=.venv/bin/python
-data=${DATA:-data/base}
+corpus0=${DATA:-data/base}  # seed 0's corpus; seed N's is ${corpus0}_sN
 model=${MODEL:-exp/base}
 newest=${ASR_BASE_LATEST:-$HOME/.cache/asr/base/latest}
+if stage 0 "setup"; then
+  bash tools/setup.sh
+  [ "${KOKORO:-1}" = 0 ] || bash tools/setup_kokoro.sh
+  [ -f data/rirs/rirs.jsonl ] || "$py" -m asr.rooms --out data/rirs
+fi
 
-[ -f data/rirs/rirs.jsonl ] || "$py" -m asr.rooms --out data/rirs
 corpora=()
-for seed in ${seeds//,/ }; do
-  corpus=$data
-  [ "$seed" = 0 ] || corpus=${data}_s$seed
-  "$py" -m recipes.base.prepare --out "$corpus" --hours "$hours" --seed "$seed"
+for seed in ${SEEDS//,/ }; do
+  corpus=$corpus0
+  [ "$seed" = 0 ] || corpus=${corpus0}_s$seed
   corpora+=("$corpus")
 done
-[ -n "$alone" ] || alone=$(awk "BEGIN { print $hours / 4 }")
-if ! [[ $alone =~ ^[0-9]*\.?[0-9]+$ ]]; then
-  echo "error: ALONE=$alone: not a number of hours" >&2
+[ -n "$ALONE" ] || ALONE=$(awk "BEGIN { print $HOURS / 4 }")
+if ! [[ $ALONE =~ ^[0-9]*\.?[0-9]+$ ]]; then
+  echo "error: ALONE=$ALONE: not a number of hours" >&2
   exit 2
 fi
-if awk "BEGIN { exit !($alone > 0) }"; then
-  "$py" -m recipes.base.prepare --out "${data}_alone" --text alone --hours "$alone"
-  corpora+=("${data}_alone")
-fi
+awk "BEGIN { exit !($ALONE > 0) }" && corpora+=("${corpus0}_alone")
 data=${corpora[0]}
-if [ ${#corpora[@]} -gt 1 ]; then
-  data=${corpora[0]}_all
-  "$py" -m recipes.base.merge "${corpora[@]}" --out "$data"
+[ ${#corpora[@]} -gt 1 ] && data=${corpora[0]}_all
+if stage 1 "the corpora: ${corpora[*]} -> $data"; then
+  for seed in ${SEEDS//,/ }; do
+    corpus=$corpus0
+    [ "$seed" = 0 ] || corpus=${corpus0}_s$seed
+    "$py" -m recipes.base.prepare --out "$corpus" --hours "$HOURS" --seed "$seed"
+  done
+  if [[ " ${corpora[*]} " == *" ${corpus0}_alone "* ]]; then
+    "$py" -m recipes.base.prepare --out "${corpus0}_alone" --text alone --hours "$ALONE"
+  fi
+  if [ ${#corpora[@]} -gt 1 ]; then "$py" -m recipes.base.merge "${corpora[@]}" --out "$data"; fi
 fi
-# A run whose result is the latest round already has ended: a new round trains in a fresh
-# folder (the ended one is kept beside it), not in a resumed run with no time left.
-if [ "$latest" = 1 ] && [ -f "$model/checkpoint.pt" ] \
-    && "$py" -m recipes.base.ship --kept-from "$model" --out "$newest"; then
-  ended=$model.$(date +%Y%m%d-%H%M%S)
-  mv "$model" "$ended"
-  echo "$model: its round is the latest round ($newest) already; moved to $ended, a new round starts"
-fi
-start=()
-if [ "$init" = latest ]; then
-  init=$newest
-  if [ ! -f "$newest/model.pt" ]; then
-    # A machine without the latest round (a fresh one) trains on from the packaged round, the
-    # one that outlives machines, when it is of this recipe's conv2d kind.
-    init=none
-    packaged=asr/models/base
-    if "$py" -m asr.training.pretrained "$packaged" | grep -x 'model.subsampling=conv2d' \
-        >/dev/null; then
-      init=$packaged
+
+if stage 2 "training in $model"; then
+  # A run whose result is the latest round already has ended: a new round trains in a fresh
+  # folder (the ended one is kept beside it), not in a resumed run with no time left.
+  if [ "$LATEST" = 1 ] && [ -f "$model/checkpoint.pt" ] \
+      && "$py" -m recipes.base.ship --kept-from "$model" --out "$newest"; then
+    ended=$model.$(date +%Y%m%d-%H%M%S)
+    mv "$model" "$ended"
+    echo "$model: its round is the latest round ($newest) already; moved to $ended, a new round starts"
+  fi
+  if [ "$INIT" = latest ] && [ ! -f "$newest/model.pt" ]; then
+    echo "no latest round on this machine ($newest): the packaged model instead"
+    INIT=base
+  fi
+  [ "$INIT" = latest ] && INIT=$newest
+  if [ "$INIT" = base ]; then
+    # the packaged round, the one that outlives machines, when it is of this recipe's conv2d kind
+    INIT=asr/models/base
+    if ! "$py" -m asr.training.pretrained "$INIT" | grep -x 'model.subsampling=conv2d' >/dev/null; then
+      echo "$INIT: not of the conv2d kind; training from scratch"
+      INIT=none
     fi
   fi
+  start=()
+  if [ -f "$model/checkpoint.pt" ]; then
+    echo "continues the run in $model (its checkpoint.pt)"
+  elif [ "$INIT" = none ]; then
+    echo "starts from scratch"
+  else
+    echo "starts from $INIT"
+    start=("trainer.init_from=$INIT")
+  fi
+  if [ -z "$EXPERIMENT" ]; then
+    EXPERIMENT=base_conv_more
+    [ "$INIT" = none ] && EXPERIMENT=base_conv
+  fi
+  if [ -n "$MINUTES" ]; then start+=("trainer.max_minutes=$MINUTES"); fi
+  "$py" -m asr.train experiment="$EXPERIMENT" data.root="$data" trainer.out_dir="$model" \
+    trainer.resume=true trainer.average_checkpoints=4 "${start[@]}" "${overrides[@]}"
 fi
-if [ ! -f "$model/checkpoint.pt" ] && [ "$init" != none ]; then
-  start=("trainer.init_from=$init")
-fi
-if [ -z "$experiment" ]; then
-  experiment=base_conv_more
-  [ "$init" = none ] && experiment=base_conv
-fi
-if [ -n "$minutes" ]; then start+=("trainer.max_minutes=$minutes"); fi
-"$py" -m asr.train experiment="$experiment" data.root="$data" trainer.out_dir="$model" \
-  trainer.resume=true trainer.average_checkpoints=4 "${start[@]}" "${overrides[@]}"
 weights=$model
 [ -f "$model/averaged/model.pt" ] && weights=$model/averaged
-bash recipes/base/score.sh "$weights" "$data" "$model/candidate"
+if stage 3 "scoring $weights"; then
+  bash recipes/base/score.sh "$weights" "$data" "$model/candidate"
+fi
 
 keep() {  # OUT: the scored candidate's shipped form (weights, calibration, TRAINING.json) there
   "$py" -m recipes.base.ship --model "$weights" --corpus "$data" --out "$1" \
     --calibration "$model/candidate" \
-    --continue-with "bash recipes/base/run.sh  # trains on from $newest"
+    --continue-with "bash recipes/base/run.sh INIT=latest  # trains on from $newest"
 }
-if [ "$latest" = 1 ]; then keep "$newest"; fi
-if [ "$ship" = 1 ]; then keep asr/models/base; fi
+if stage 4 "keeping the round (LATEST=$LATEST, SHIP=$SHIP)"; then
+  if [ "$LATEST" = 1 ]; then keep "$newest"; fi
+  if [ "$SHIP" = 1 ]; then keep asr/models/base; fi
+fi

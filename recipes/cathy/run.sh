@@ -8,6 +8,11 @@
 # again with shallow fusion.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source-path=SCRIPTDIR/../..
+source recipes/common/args.sh  # ROOT=, LM=, LM_WEIGHT=, PYTHON= as arguments or in the environment
+overrides=()
+recipe_args "ROOT LM LM_WEIGHT PYTHON" "$@"
+set -- "${overrides[@]}"
 py=${PYTHON:-.venv/bin/python}
 root=()  # --root ROOT: a local copy instead of the download
 if [ -n "${ROOT:-}" ]; then root=(--root "$ROOT"); fi

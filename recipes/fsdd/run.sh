@@ -8,6 +8,11 @@
 # adds that corpus's real digits when it rehearses.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source-path=SCRIPTDIR/../..
+source recipes/common/args.sh  # ROOT=, INIT=, REHEARSE=, SPEECH_COMMANDS=, PYTHON= as arguments or in the environment
+overrides=()
+recipe_args "ROOT INIT REHEARSE SPEECH_COMMANDS PYTHON" "$@"
+set -- "${overrides[@]}"
 py=${PYTHON:-.venv/bin/python}
 init=()  # trainer.init_from=INIT: fine-tune that model
 if [ -n "${INIT:-}" ]; then init=("trainer.init_from=$INIT"); fi

@@ -5,6 +5,11 @@
 # this project has no GPU (see README.md for the estimate of what it costs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source-path=SCRIPTDIR/../..
+source recipes/common/args.sh  # ROOT=, NGPU=, MODEL_DIR=, PYTHON= as arguments or in the environment
+overrides=()
+recipe_args "ROOT NGPU MODEL_DIR PYTHON" "$@"
+set -- "${overrides[@]}"
 py=${PYTHON:-.venv/bin/python}
 root=()  # --root ROOT: a local copy instead of the download
 if [ -n "${ROOT:-}" ]; then root=(--root "$ROOT"); fi

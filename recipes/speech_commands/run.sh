@@ -6,6 +6,11 @@
 # conf/experiment/speech_commands_finetune.yaml (fine-tune that model).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source-path=SCRIPTDIR/../..
+source recipes/common/args.sh  # ROOT=, INIT=, REHEARSE=, PYTHON= as arguments or in the environment
+overrides=()
+recipe_args "ROOT INIT REHEARSE PYTHON" "$@"
+set -- "${overrides[@]}"
 py=${PYTHON:-.venv/bin/python}
 init=()  # trainer.init_from=INIT: fine-tune that model
 if [ -n "${INIT:-}" ]; then init=("trainer.init_from=$INIT"); fi

@@ -28,18 +28,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
 default=recipes/voice_commands/commands.yaml
-grammar=$default
+# shellcheck source-path=SCRIPTDIR/../..
+source recipes/common/args.sh
 overrides=()
-for arg in "$@"; do
-  case $arg in
-    GRAMMAR=*) grammar=${arg#GRAMMAR=} ;;
-    MINUTES=*) MINUTES=${arg#MINUTES=} ;;
-    INIT=*) INIT=${arg#INIT=} ;;
-    HOURS=*) HOURS=${arg#HOURS=} ;;
-    *) overrides+=("$arg") ;;
-  esac
-done
-grammar=${GRAMMAR:-$grammar}
+recipe_args "GRAMMAR MINUTES INIT HOURS REAL_ROOT" "$@"
+grammar=${GRAMMAR:-$default}
 if [ "${MINUTES:-}" = none ]; then MINUTES=null; fi
 name=voice_commands experiment=voice_commands hours=${HOURS:-4.1}
 if [ "$grammar" != "$default" ]; then  # your grammar: its own folders, fine-tuned from the base

@@ -7,6 +7,11 @@
 # rooms into data/rirs for `data.augment.reverb` (pass data.augment.reverb.enabled=true).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source-path=SCRIPTDIR/../..
+source recipes/common/args.sh  # ROOT=, INIT=, MODEL=, ROOMS=, PYTHON= as arguments or in the environment
+overrides=()
+recipe_args "ROOT INIT MODEL ROOMS PYTHON" "$@"
+set -- "${overrides[@]}"
 py=${PYTHON:-.venv/bin/python}
 init=()  # trainer.init_from=INIT: fine-tune that model
 if [ -n "${INIT:-}" ]; then init=("trainer.init_from=$INIT"); fi

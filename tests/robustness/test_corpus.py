@@ -23,6 +23,8 @@ from robustness.case import CASES
 from robustness.corpus import Corpus, module_of
 from robustness.runner import prepare
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 IN_SUITE = {"grammar", "assistant", "export", "arrays", "outputs", "rundirs"}
 
 
