@@ -56,6 +56,7 @@ from asr.checkpoint import (
 from asr.cli import ArgumentParser, print_error, quiet_pipe
 from asr.lm import copy_lm, inside
 from asr.model import SpeechTransformer, TextDecoder
+from asr.models import package_problem
 from asr.onnx_backend import (
     DECODER,
     DECODER_INPUTS,
@@ -144,6 +145,7 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
                 TOKENIZER_SHA256: tokenizer_digest(model_dir / TOKENIZER),
                 WEIGHTS_SHA256: weights_digest(model_dir / WEIGHTS)})
             copy_settings(model_dir, folder)
+            loads(folder)
             return check(model, folder)
 
 
@@ -152,7 +154,8 @@ def export_lock(out: Path) -> Iterator[None]:
     """One export into `out` at a time: a second one, started while the first runs, is
     refused (both would report success and one replace the other's graphs). The lock is a
     hidden file beside `out`, held with flock (released when the process ends, however) and
-    removed by its holder when done."""
+    removed by its holder when done. An `out` in the installed package is refused first."""
+    outside_package(out)
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     lock = out.parent / f".{out.name}.export-lock"
@@ -203,7 +206,9 @@ def _export_graphs(model: SpeechTransformer, out: Path, metadata: dict[str, str]
 
 def check_out(out: Path, source: Path) -> None:
     """A ModelDirError unless `out` is new, empty, or holds nothing but an export of the model
-    in `source` (a model or export directory: the same tokenizer and network sizes)."""
+    in `source` (a model or export directory: the same tokenizer and network sizes), outside
+    the installed package's models."""
+    outside_package(out)
     if not out.exists():
         return
     if not out.is_dir():
@@ -218,6 +223,13 @@ def check_out(out: Path, source: Path) -> None:
     if names and not _same_model(out, source):
         raise ModelDirError(f"{out}: holds the export of another model; refused (delete it or "
                             "pick another --out)")
+
+
+def outside_package(out: Path) -> None:
+    """A ModelDirError if `out` lies in the installed package's models (`asr.models`)."""
+    problem = package_problem(out, "an export")
+    if problem is not None:
+        raise ModelDirError(f"{out} {problem}")
 
 
 def _same_model(export: Path, source: Path) -> bool:
@@ -261,6 +273,15 @@ def copy_settings(source: Path, out: Path) -> None:
     lm = lm_folder(source)
     if lm is not None:
         copy_lm(source, out, lm)
+
+
+def loads(folder: Path) -> None:
+    """The export's loader run on it before it replaces OUT: a file it would refuse (a
+    language model with NaN weights, a decoding setting out of range) fails the export, never
+    the first transcription from it."""
+    from asr.transcriber import Transcriber  # the library's front door: imported where used
+
+    Transcriber.from_pretrained(folder, "cpu", vad=None, backend="onnx")
 
 
 def lm_folder(source: Path) -> str | None:

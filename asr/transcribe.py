@@ -37,7 +37,7 @@ from asr.checkpoint import ModelDirError, save_text
 from asr.cli import ArgumentParser, int_in, print_error, quiet_pipe, tsv_field
 from asr.formats import FORMATS, record, render
 from asr.models import DEFAULT as DEFAULT_MODEL
-from asr.models import model_path
+from asr.models import model_path, package_problem
 from asr.outputs import STDIN, input_keys, model_files, replaced
 from asr.progress import print_line
 from asr.search import MODES
@@ -112,6 +112,9 @@ def checked_formats(parser: ArgumentParser, args: argparse.Namespace) -> list[st
     if args.files.count(STDIN) > 1:
         parser.error("- (stdin) can be given once")
     formats = output_formats(args.output_format, args.output_dir)
+    if formats and package_problem(args.output_dir or "."):
+        parser.error(f"--output-dir {args.output_dir or '.'} "
+                     f"{package_problem(args.output_dir or '.', 'transcripts')}")
     if formats:
         clash = first_clash(args.files)
         if clash:

@@ -105,10 +105,10 @@ weights=$model
 [ -f "$model/averaged/model.pt" ] && weights=$model/averaged
 bash recipes/base/score.sh "$weights" "$data" "$model/candidate"
 
-keep() {  # OUT: the scored candidate's shipped form (weights, calibration, TRAINING.json) there
-  "$py" -m recipes.base.ship --model "$weights" --corpus "$data" --out "$1" \
+keep() {  # OUT [--into-package]: the scored candidate's shipped form there
+  "$py" -m recipes.base.ship --model "$weights" --corpus "$data" --out "$@" \
     --calibration "$model/candidate" \
     --continue-with "bash recipes/base/run.sh  # trains on from $newest"
 }
 if [ "$latest" = 1 ]; then keep "$newest"; fi
-if [ "$ship" = 1 ]; then keep asr/models/base; fi
+if [ "$ship" = 1 ]; then keep asr/models/base --into-package; fi
