@@ -49,7 +49,6 @@ from asr.checkpoint import (
     ModelDirError,
     atomic_write,
     load_config,
-    load_model_dir,
     make_temp_dir,
     section,
 )
@@ -135,8 +134,9 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
     """Write the two graphs, the config and the tokenizer into `out` (which `check_out`
     must accept); returns the largest difference between the graphs (in onnxruntime) and the
     torch model on a check input of other shapes than the traced ones."""
-    model, _, _ = load_model_dir(model_dir)
     model_dir, out = Path(model_dir), Path(out)
+    outside_package(out)
+    model = loads(model_dir)
     with export_lock(out):
         check_out(out, model_dir)
         with staged(out) as folder:
@@ -145,7 +145,6 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
                 TOKENIZER_SHA256: tokenizer_digest(model_dir / TOKENIZER),
                 WEIGHTS_SHA256: weights_digest(model_dir / WEIGHTS)})
             copy_settings(model_dir, folder)
-            loads(folder)
             return check(model, folder)
 
 
@@ -275,13 +274,14 @@ def copy_settings(source: Path, out: Path) -> None:
         copy_lm(source, out, lm)
 
 
-def loads(folder: Path) -> None:
-    """The export's loader run on it before it replaces OUT: a file it would refuse (a
-    language model with NaN weights, a decoding setting out of range) fails the export, never
-    the first transcription from it."""
+def loads(model_dir: Path) -> SpeechTransformer:
+    """The model, loaded as a transcription loads it before anything is written: what its
+    export copies (its language model, its decoding settings) is refused here when the loader
+    would refuse it (a language model with NaN weights), never at the first load of the
+    export."""
     from asr.transcriber import Transcriber  # the library's front door: imported where used
 
-    Transcriber.from_pretrained(folder, "cpu", vad=None, backend="onnx")
+    return Transcriber.from_pretrained(model_dir, "cpu", vad=None).model
 
 
 def lm_folder(source: Path) -> str | None:
