@@ -152,3 +152,16 @@ def test_merge_writes_only_into_its_own_folder(tmp_path, capsys):
         merge_main([str(first), str(second), "--out", str(tmp_path / "all")])
     assert owner(tmp_path / "all") == "base_merge"
     assert len((tmp_path / "all" / "train.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_corpus_rebuilt_with_other_settings_is_announced(tmp_path, capsys):
+    """A prepare into another grammar's corpus deleted and rebuilt it without a word."""
+    from recipes.common.ownership import rebuilt
+    done = tmp_path / ".done"
+    done.write_text('{"grammar": "1a2b", "hours": 0.6, "seed": 0}\n')
+    rebuilt(tmp_path, done, {"grammar": "1a2b", "hours": 0.6, "seed": 0})
+    assert capsys.readouterr().err == ""
+    rebuilt(tmp_path, done, {"grammar": "9f9f", "hours": 0.6, "seed": 1})
+    assert capsys.readouterr().err == (f"{tmp_path}: prepared before with other settings "
+                                       "(grammar, seed); deleting it and preparing it again\n")
+
