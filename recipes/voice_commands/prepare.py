@@ -224,7 +224,10 @@ def main(argv: list[str] | None = None) -> None:
         wavs.mkdir(parents=True)
     jobs = plan(args, pools, split_voices(voices))
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
-    records = synthesize_all(jobs, args.jobs)
+    try:
+        records = synthesize_all(jobs, args.jobs)
+    except RuntimeError as err:
+        sys.exit(f"error: {err}")
     write_corpus(args.out, records, real, args.grammar, args.real_repeat)
     save_text(json.dumps(wanted, indent=1) + "\n", done)
     print(summary(records, real, time.monotonic() - start))
