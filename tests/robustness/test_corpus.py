@@ -23,7 +23,7 @@ from robustness.case import CASES
 from robustness.corpus import Corpus, module_of
 from robustness.runner import prepare
 
-IN_SUITE = {"grammar", "assistant", "export", "arrays", "outputs", "rundirs"}
+IN_SUITE = {"grammar", "assistant", "export", "arrays", "outputs", "rundirs", "round_five"}
 
 
 @pytest.fixture(scope="module")
