@@ -46,6 +46,7 @@ CANCEL_SHARE = 0.1
 # A WAV data size written before the length was known (a stream from a pipe): sox writes
 # 0x7FFFF000, others 0xFFFFFFFF. The samples are then whatever the file holds.
 STREAMED_WAV_SIZES = (0x7FFFF000, 0xFFFFFFFF)
+_WAVE_PCM, _WAVE_EXTENSIBLE = 0x0001, 0xFFFE  # a WAV fmt chunk's format tags of integer PCM
 _BLOCK_SAMPLES = 1 << 20  # samples (frames x channels) decoded at a time
 OGG_PAGE = b"OggS"  # every Ogg page (Vorbis, Opus, FLAC in Ogg) starts with it
 OGG_EOS = 0x04  # header-type flag of a logical stream's last page
@@ -165,10 +166,25 @@ def _check_wav_length(path: Path) -> bool:
                         raise AudioError(path, f"truncated: header declares {size} bytes of "
                                                f"audio, file holds {available}")
                     return False
+                if chunk[:4] == b"fmt ":
+                    _check_wav_bits(path, f.read(min(size, 16)))
+                    size -= min(size, 16)
                 f.seek(size + size % 2, 1)
     except OSError as err:
         raise AudioError(path, f"cannot open ({first_line(err)})") from None
     return False
+
+
+def _check_wav_bits(path: Path, fmt: bytes) -> None:
+    """Refuse PCM whose bits per sample are not whole bytes (7, 12, ...): libsndfile reads 7
+    bits as unsigned 8-bit PCM, whatever the writer meant, and the result was silently
+    nothing. Compressed formats (ADPCM's 4 bits) are libsndfile's to read or refuse."""
+    if len(fmt) < 16:
+        return
+    tag, bits = int.from_bytes(fmt[:2], "little"), int.from_bytes(fmt[14:16], "little")
+    if tag in (_WAVE_PCM, _WAVE_EXTENSIBLE) and bits not in (8, 16, 24, 32):
+        raise AudioError(path, f"declares {bits} bits per sample; only 8, 16, 24 and 32-bit "
+                               "PCM are read (write it again as 16-bit PCM)")
 
 
 def _check_ogg_pages(path: Path) -> None:

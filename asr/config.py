@@ -113,6 +113,10 @@ class CosineConfig(WarmupConfig):
 class ExponentialConfig(SchedulerConfig):
     tau: float = 400.0  # 1 - exp(-t / tau); tau = warmup / 2 matches a linear warmup
 
+# trainer.max_minutes' bound (about two years): its seconds, and the steps a budget that long
+# holds at any speed, stay finite numbers (1e308 minutes made the steps left NaN).
+MAX_MINUTES = 1e6
+
 
 @dataclass
 class TrainerConfig:

@@ -49,13 +49,13 @@ from asr.checkpoint import (
     ModelDirError,
     atomic_write,
     load_config,
-    load_model_dir,
     make_temp_dir,
     section,
 )
 from asr.cli import ArgumentParser, print_error, quiet_pipe
 from asr.lm import copy_lm, inside
 from asr.model import SpeechTransformer, TextDecoder
+from asr.models import package_problem
 from asr.onnx_backend import (
     DECODER,
     DECODER_INPUTS,
@@ -134,8 +134,9 @@ def export_onnx(model_dir: str | Path, out: str | Path) -> dict[str, float]:
     """Write the two graphs, the config and the tokenizer into `out` (which `check_out`
     must accept); returns the largest difference between the graphs (in onnxruntime) and the
     torch model on a check input of other shapes than the traced ones."""
-    model, _, _ = load_model_dir(model_dir)
     model_dir, out = Path(model_dir), Path(out)
+    outside_package(out)
+    model = loads(model_dir)
     with export_lock(out):
         check_out(out, model_dir)
         with staged(out) as folder:
@@ -152,7 +153,8 @@ def export_lock(out: Path) -> Iterator[None]:
     """One export into `out` at a time: a second one, started while the first runs, is
     refused (both would report success and one replace the other's graphs). The lock is a
     hidden file beside `out`, held with flock (released when the process ends, however) and
-    removed by its holder when done."""
+    removed by its holder when done. An `out` in the installed package is refused first."""
+    outside_package(out)
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     lock = out.parent / f".{out.name}.export-lock"
@@ -203,7 +205,9 @@ def _export_graphs(model: SpeechTransformer, out: Path, metadata: dict[str, str]
 
 def check_out(out: Path, source: Path) -> None:
     """A ModelDirError unless `out` is new, empty, or holds nothing but an export of the model
-    in `source` (a model or export directory: the same tokenizer and network sizes)."""
+    in `source` (a model or export directory: the same tokenizer and network sizes), outside
+    the installed package's models."""
+    outside_package(out)
     if not out.exists():
         return
     if not out.is_dir():
@@ -218,6 +222,13 @@ def check_out(out: Path, source: Path) -> None:
     if names and not _same_model(out, source):
         raise ModelDirError(f"{out}: holds the export of another model; refused (delete it or "
                             "pick another --out)")
+
+
+def outside_package(out: Path) -> None:
+    """A ModelDirError if `out` lies in the installed package's models (`asr.models`)."""
+    problem = package_problem(out, "an export")
+    if problem is not None:
+        raise ModelDirError(f"{out} {problem}")
 
 
 def _same_model(export: Path, source: Path) -> bool:
@@ -261,6 +272,16 @@ def copy_settings(source: Path, out: Path) -> None:
     lm = lm_folder(source)
     if lm is not None:
         copy_lm(source, out, lm)
+
+
+def loads(model_dir: Path) -> SpeechTransformer:
+    """The model, loaded as a transcription loads it before anything is written: what its
+    export copies (its language model, its decoding settings) is refused here when the loader
+    would refuse it (a language model with NaN weights), never at the first load of the
+    export."""
+    from asr.transcriber import Transcriber  # the library's front door: imported where used
+
+    return Transcriber.from_pretrained(model_dir, "cpu", vad=None).model
 
 
 def lm_folder(source: Path) -> str | None:

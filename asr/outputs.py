@@ -19,6 +19,7 @@ from asr.checkpoint import (
     TRAINING,
     WEIGHTS,
 )
+from asr.models import inside_package, package_problem
 
 STDIN = "-"  # the name that stands for standard input
 # A model directory's own files: no report may replace them (metrics.json is an input name's
@@ -38,6 +39,8 @@ def output_problem(path: Path, reads: list[str]) -> str | None:
     found = replaced(path, input_keys(reads))
     if found is not None:
         return f"is {found}: the output would replace it"
+    if inside_package(path):
+        return package_problem(path)
     if path.is_dir():
         return "is a folder"
     if not path.parent.is_dir():

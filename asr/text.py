@@ -8,9 +8,6 @@ import re
 import unicodedata
 
 _NOT_WORD = re.compile(r"[^\w']+")
-# Invisible characters that join or break nothing a listener hears (zero-width space,
-# non-joiner, joiner, word joiner, byte-order mark): dropped, not taken for word breaks.
-_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
 _APOSTROPHES = re.compile(r"(^|\s)'+|'+(\s|$)")
 _NUMBER = re.compile(r"\b\d+(?:,\d{3})*(?:st|nd|rd|th)?\b")
 _ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -46,12 +43,22 @@ def normalize_text(text: str) -> str:
     >>> normalize_text("In 1908, 2nd of 3,500 & 21 more")
     'in nineteen o eight second of three thousand five hundred and twenty one more'
     """
-    text = unicodedata.normalize("NFKC", text).translate(_ZERO_WIDTH).lower()
+    text = without_format_characters(unicodedata.normalize("NFKC", text)).lower()
     text = text.replace("_", " ").replace("&", " and ")
     text = _NUMBER.sub(lambda m: f" {spell_number(m.group())} ", text)
     text = _NOT_WORD.sub(" ", text)
     text = _APOSTROPHES.sub(" ", text)
     return " ".join(text.split())
+
+
+def without_format_characters(text: str) -> str:
+    """`text` without its invisible characters that join or break nothing a listener hears:
+    every Unicode format character (category Cf: zero-width space, non-joiner, joiner, word
+    joiner, byte-order mark, soft hyphen, bidi marks, ...), dropped, not taken for word breaks.
+    ASCII has none."""
+    if text.isascii():
+        return text
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
 
 
 def normalize_transcription(text: str) -> str:

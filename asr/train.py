@@ -33,6 +33,7 @@ from asr.cli import CLOSED_PIPE, silence_stdout
 from asr.config import register_configs
 from asr.data import ManifestError
 from asr.device import idle_cpus
+from asr.models import package_problem
 from asr.training.options import TrainingError
 from asr.training.report import log
 from asr.training.run_dir import LOCK
@@ -42,6 +43,7 @@ from asr.training.trainer import Trainer
 __all__ = ["LOCK", "Trainer", "TrainingError", "cli", "clip_gradients", "config_choices", "main"]
 
 INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C, as a shell reports SIGINT
+HYDRA_DIRS = ("hydra.run.dir", "hydra.sweep.dir")  # where Hydra writes its logs, given
 FILLED_IN = {"model.n_vocab"}  # what training sets itself (the tokenizer's size)
 _started = False  # set once Hydra has composed a config and handed it over
 
@@ -100,8 +102,15 @@ def cli() -> None:
 
 
 def check_out_dir(overrides: list[str]) -> None:
-    """A one-line error for a `trainer.out_dir=` that is a file or lies under one, before
-    Hydra makes its folders there (its NotADirectoryError would end in a config-group hint)."""
+    """A one-line error for a `trainer.out_dir=` that is a file or lies under one, and for an
+    out_dir or a Hydra run dir (`hydra.run.dir=`, `hydra.sweep.dir=`) inside the installed
+    package's models, before Hydra makes its folders there (its NotADirectoryError would end in
+    a config-group hint, and its run dir would be written into the package)."""
+    for key in ("trainer.out_dir", *HYDRA_DIRS):
+        given = [a.split("=", 1)[1] for a in overrides if a.lstrip("+").startswith(f"{key}=")]
+        if given and package_problem(given[-1]):
+            raise SystemExit(f"error: {key}={given[-1]} "
+                             f"{package_problem(given[-1], 'a training run')}")
     given = [a.split("=", 1)[1] for a in overrides
              if a.lstrip("+").startswith("trainer.out_dir=")]
     if not given:

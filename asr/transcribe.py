@@ -7,7 +7,8 @@ tabs, newlines and other control characters escaped (`\t`, `\n`, `\x1b`), so eve
 its columns. `--output-format` (and
 `--output-dir`) write files as whisper does instead: DIR/NAME.txt, .srt, .vtt, .tsv, .json
 for each input NAME.ext, nothing on stdout. Inputs are any format soundfile reads (WAV, FLAC,
-OGG, MP3, ...), of any rate and length; `-` reads one from stdin. Files of any length are
+OGG, MP3, ...), of any rate and length; `-` reads one from stdin, and a pipe named
+(`/dev/stdin`, `<(cat x.wav)`) is read as stdin is. Files of any length are
 streamed and cut into utterances by the VAD. A file that cannot be read gets one error line on
 stderr, at the start or halfway through; the others are still transcribed, and the exit
 status is 1. `--backend onnx` runs the model's exported graphs (`python -m asr.export`) in
@@ -20,6 +21,8 @@ stdout goes away (`| head -1`), the command ends quietly.
 
 import argparse
 import json
+import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -34,7 +37,7 @@ from asr.checkpoint import ModelDirError, save_text
 from asr.cli import ArgumentParser, int_in, print_error, quiet_pipe, tsv_field
 from asr.formats import FORMATS, record, render
 from asr.models import DEFAULT as DEFAULT_MODEL
-from asr.models import model_path
+from asr.models import model_path, package_problem
 from asr.outputs import STDIN, input_keys, model_files, replaced
 from asr.progress import print_line
 from asr.search import MODES
@@ -74,10 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         print_error(err)
         return 1
     try:
-        with stdin_file(STDIN in args.files) as stdin_path:
-            paths = {name: stdin_path if name == STDIN else name for name in args.files}
+        with stream_copies(args.files) as paths:
             failed = transcribe_files(transcriber, args, paths, formats)
-    except AudioError as err:  # stdin itself, past its bound (the files' own are printed)
+    except AudioError as err:  # a stream itself, past its bound (the files' own are printed)
         print_error(err)
         return 1
     return 1 if failed else 0
@@ -117,6 +119,9 @@ def checked_formats(parser: ArgumentParser, args: argparse.Namespace) -> list[st
     if args.files.count(STDIN) > 1:
         parser.error("- (stdin) can be given once")
     formats = output_formats(args.output_format, args.output_dir)
+    if formats and package_problem(args.output_dir or "."):
+        parser.error(f"--output-dir {args.output_dir or '.'} "
+                     f"{package_problem(args.output_dir or '.', 'transcripts')}")
     if formats:
         clash = first_clash(args.files)
         if clash:
@@ -209,24 +214,55 @@ def write_outputs(name: str, result: Transcript, formats: list[str], folder: Pat
 
 
 @contextmanager
-def stdin_file(needed: bool) -> Iterator[str]:
-    """stdin copied to a temporary file (soundfile needs to seek), removed afterwards.
+def stream_copies(names: list[str]) -> Iterator[dict[str, str]]:
+    """Each name -> the path to read it from: stdin (`-`) and each FIFO or character device
+    named (`/dev/stdin` on a pipe, `<(cat x.wav)`) copied to a temporary file (soundfile needs
+    to seek; such a file's size says nothing), removed afterwards; other names as they are.
 
-    The copy is bounded: once its first STDIN_HEAD_BYTES are in, the rest is read only if
+    A copy is bounded: once its first STDIN_HEAD_BYTES are in, the rest is read only if
     soundfile takes them for the start of an audio file (else the transcription reports
     that the head is no audio: `cat /dev/zero |` costs a megabyte, not the disk), and at
     most MAX_STDIN_BYTES in all (an AudioError past that)."""
-    if not needed:
-        yield STDIN
+    streams = list(dict.fromkeys(name for name in names if _is_stream(name)))
+    if not streams:
+        yield {name: name for name in names}
         return
     with tempfile.TemporaryDirectory(prefix="asr-stdin-") as folder:
-        path = Path(folder) / "stdin"
+        copies = {}
+        for number, name in enumerate(streams):
+            copies[name] = str(Path(folder) / f"stream{number}")
+            _copy_stream(name, Path(copies[name]))
+        yield {name: copies.get(name, name) for name in names}
+
+
+def _is_stream(name: str) -> bool:
+    """Whether `name` is read as a stream: stdin, a FIFO or a character device."""
+    if name == STDIN:
+        return True
+    try:
+        mode = os.stat(name).st_mode
+    except (OSError, ValueError):  # reported when the file is checked
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def _copy_stream(name: str, path: Path) -> None:
+    """`name`'s bytes into `path`, bounded (`stream_copies`)."""
+    try:
+        source = sys.stdin.buffer if name == STDIN else open(name, "rb")  # noqa: SIM115
+    except OSError as err:
+        raise AudioError(name, f"cannot open ({err.strerror or err})") from None
+    try:
         with path.open("wb") as out:
-            out.write(sys.stdin.buffer.read(STDIN_HEAD_BYTES))
+            out.write(source.read(STDIN_HEAD_BYTES))
             out.flush()
             if _audio_header(path):
-                _copy_bounded(sys.stdin.buffer, out)
-        yield str(path)
+                _copy_bounded(name, source, out)
+    except OSError as err:
+        raise AudioError(name, f"cannot read ({err.strerror or err})") from None
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
 
 
 def _audio_header(path: Path) -> bool:
@@ -238,13 +274,14 @@ def _audio_header(path: Path) -> bool:
     return True
 
 
-def _copy_bounded(source, out) -> None:
+def _copy_bounded(name: str, source, out) -> None:
     copied = out.tell()
     while block := source.read(1 << 20):
         copied += len(block)
         if copied > MAX_STDIN_BYTES:
-            raise AudioError(STDIN, f"more than {MAX_STDIN_BYTES / (1 << 30):g} GiB on stdin; refused "
-                                    "(save it to a file and transcribe that)")
+            where = "on stdin" if name == STDIN else "from the stream"
+            raise AudioError(name, f"more than {MAX_STDIN_BYTES / (1 << 30):g} GiB {where}; "
+                                   "refused (save it to a file and transcribe that)")
         out.write(block)
 
 

@@ -152,6 +152,10 @@ class Endpointer:
         self._voiced += voiced
         self._peaked |= peaked
         self._silence = 0 if voiced else self._silence + 1
+        if not self._peaked and len(self._frames_in) > 2 * self._pad:
+            self._frames_in.pop(0)  # noise so far: only the last 2 x pad_ms stay, as lead-in
+            self._start += 1
+            self._voiced = min(self._voiced, len(self._frames_in))
         if self._silence >= self._end_silence:
             return self._close(self._kept())
         if len(self._frames_in) >= self._max_frames:

@@ -111,6 +111,19 @@ def _two_hours_silent(tmp: Path) -> Path:
     return path
 
 
+def _bits(bits: int):
+    """Real speech in whole bytes per sample under a header that declares `bits` bits."""
+    def make(tmp: Path) -> Path:
+        width = -(-bits // 8)
+        data = (SPEECH * 2 ** (bits - 2)).astype(f"<i{width}" if width > 1 else "i1").tobytes()
+        header = bytearray(wav_header(FRAMES, bits=8 * width))
+        header[34:36] = struct.pack("<H", bits)
+        path = tmp / f"bits{bits}.wav"
+        path.write_bytes(bytes(header) + data)
+        return path
+    return make
+
+
 def _directory(tmp: Path) -> Path:
     (tmp / "folder.wav").mkdir()
     return tmp / "folder.wav"
@@ -149,6 +162,10 @@ BAD_AUDIO = {
     "16001 Hz": (_rate(16001), "sample rate 16001 Hz cannot be converted to 16000 Hz "
                                "efficiently; resample it to a standard rate (e.g. 16000 Hz)"),
     "directory": (_directory, "is a directory, not an audio file"),
+    "7 bits per sample": (_bits(7), "declares 7 bits per sample; only 8, 16, 24 and 32-bit PCM "
+                                    "are read (write it again as 16-bit PCM)"),
+    "12 bits per sample": (_bits(12), "declares 12 bits per sample; only 8, 16, 24 and 32-bit "
+                                      "PCM are read (write it again as 16-bit PCM)"),
     "NUL in the name": (_nul_in_name, "no such file"),
 }
 

@@ -101,3 +101,72 @@ def test_the_shell_scripts_are_shellcheck_clean():
     scripts = sorted(str(p) for p in [*ROOT.glob("recipes/*/*.sh"), *ROOT.glob("tools/*.sh")])
     found = subprocess.run([checker, "-S", "style", *scripts], capture_output=True, text=True)
     assert found.returncode == 0, found.stdout[-3000:]
+
+
+def base_corpus(folder: Path, *lines: str) -> Path:
+    """A prepared base corpus (marked, `.done`) whose train.jsonl holds `lines`."""
+    folder.mkdir()
+    (folder / OWNER_FILE).write_text("base\n")
+    (folder / ".done").write_text("{}\n")
+    (folder / "train.jsonl").write_text("".join(line + "\n" for line in lines))
+    return folder
+
+
+GOOD = '{"audio_filepath": "wavs/a.wav", "duration": 1.5, "text": "a"}'
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ('{"audio_filepath": "a.wav", "duration": 1', "train.jsonl:2: not a JSON line"),
+    ('{"duration": 1.0, "text": "a"}', "train.jsonl:2: no audio_filepath"),
+    ('{"audio_filepath": "a.wav", "text": "a"}', "train.jsonl:2: no positive duration"),
+    ('[1, 2]', "train.jsonl:2: not a JSON object"),
+    (b"\xff\xfe".decode("latin-1"), "train.jsonl: not UTF-8 text"),
+    (None, "train.jsonl: no such manifest"),
+])
+def test_merge_reads_manifests_line_by_line(tmp_path, line, problem):
+    """recipes.base.merge gave tracebacks on a broken line, a row without audio_filepath or
+    duration, no train.jsonl, invalid UTF-8."""
+    from recipes.base.merge import main as merge_main
+    first = base_corpus(tmp_path / "a", GOOD)
+    second = base_corpus(tmp_path / "b", GOOD)
+    if line is None:
+        (second / "train.jsonl").unlink()
+    elif line.startswith("\xff"):
+        (second / "train.jsonl").write_bytes(GOOD.encode() + b"\n\xff\xfe\n")
+    else:
+        (second / "train.jsonl").write_text(f"{GOOD}\n{line}\n")
+    with pytest.raises(SystemExit) as stop:
+        merge_main([str(first), str(second), "--out", str(tmp_path / "all")])
+    assert str(stop.value.code).startswith(f"error: {second / 'train.jsonl'}")
+    assert problem in str(stop.value.code) and not (tmp_path / "all").exists()
+
+
+def test_merge_writes_only_into_its_own_folder(tmp_path, capsys):
+    """merge --out D overwrote another corpus's manifests: --out is claimed as a prepare's."""
+    from recipes.base.merge import main as merge_main
+    first, second = base_corpus(tmp_path / "a", GOOD), base_corpus(tmp_path / "b", GOOD)
+    other = base_corpus(tmp_path / "other", GOOD)
+    (tmp_path / "file").write_text("notes")
+    for out, problem in [(other, "holds a base corpus, not a base_merge corpus"),
+                         (tmp_path / "file", "is not a folder")]:
+        with pytest.raises(SystemExit) as stop:
+            merge_main([str(first), str(second), "--out", str(out)])
+        assert problem in str(stop.value.code)
+    assert (other / "train.jsonl").read_text() == GOOD + "\n"
+    for _ in range(2):  # a merge's own folder is merged again
+        merge_main([str(first), str(second), "--out", str(tmp_path / "all")])
+    assert owner(tmp_path / "all") == "base_merge"
+    assert len((tmp_path / "all" / "train.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_corpus_rebuilt_with_other_settings_is_announced(tmp_path, capsys):
+    """A prepare into another grammar's corpus deleted and rebuilt it without a word."""
+    from recipes.common.ownership import rebuilt
+    done = tmp_path / ".done"
+    done.write_text('{"grammar": "1a2b", "hours": 0.6, "seed": 0}\n')
+    rebuilt(tmp_path, done, {"grammar": "1a2b", "hours": 0.6, "seed": 0})
+    assert capsys.readouterr().err == ""
+    rebuilt(tmp_path, done, {"grammar": "9f9f", "hours": 0.6, "seed": 1})
+    assert capsys.readouterr().err == (f"{tmp_path}: prepared before with other settings "
+                                       "(grammar, seed); deleting it and preparing it again\n")
+

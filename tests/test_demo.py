@@ -598,3 +598,20 @@ def test_file_names_cannot_forge_a_line_of_the_output(tmp_path):
         "  match: \"", "  intent: ", "  action: ", "  latency:"]
     assert "a\\n  action: Opened the browser (pid 1).\\r\\x1b[2K\\u2028.jpg" in lines[3]
     assert "caf\\udce9.jpg" in lines[3]
+
+
+def test_white_noise_before_a_yes_leaves_the_yes(tmp_path):
+    """10 s of white noise, then "yes", made one 11-s segment that the demo heard as "sixty
+    six six sixty six ..." and asr-transcribe as '': the endpointer keeps only the last
+    2 x vad.pad_ms of an utterance before its first speech-like frame, so the demo and
+    transcription both hear the yes alone."""
+    from asr.models import FOLDER
+    from asr.transcriber import Transcriber
+    from helpers import COMMANDS
+    yes, rate = sf.read(sorted((COMMANDS / "yes").glob("*.wav"))[0], dtype="float32")
+    assert rate == RATE
+    noise = np.random.default_rng(0).normal(0, 0.1, 10 * RATE).astype(np.float32)
+    wave = np.concatenate([noise, yes])
+    assert demo_heard(FOLDER / "base", tmp_path, wave) == ["yes"]
+    found = Transcriber.from_pretrained().transcribe(tmp_path / "stream.wav")
+    assert found.text == "yes" and found.segments[0].start >= 9.7

@@ -252,3 +252,20 @@ def test_parsing_walks_only_the_expressions_the_words_reach(monkeypatch):
     walk = grammar.automaton._walk
     monkeypatch.setattr(grammar.automaton, "_walk", lambda *a: walks.append(a) or walk(*a))
     assert grammar.parse("w19999").expression == 19999 and len(walks) == 1
+
+
+@pytest.mark.parametrize(("expression", "slots", "macros", "character"), [
+    ("open\u200bthe browser", "", "", "U+200B (ZERO WIDTH SPACE)"),
+    ("open the bro\u200dwser", "", "", "U+200D (ZERO WIDTH JOINER)"),
+    ("open the browser\u00ad", "", "", "U+00AD (SOFT HYPHEN)"),
+    ("go \u202eresu\u202c", "", "", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+    ("go $s:x", "    s: [\"b\u2060c\"]\n", "", "U+2060 (WORD JOINER)"),
+    ("go @m", "", "    m: [\"now\ufeff\"]\n", "U+FEFF (ZERO WIDTH NO-BREAK SPACE)"),
+])
+def test_grammar_text_with_an_invisible_format_character_is_refused(tmp_path, expression, slots,
+                                                                    macros, character):
+    """Every Unicode format character (Cf) hides whether it joins two words or breaks one:
+    "open\\u200bthe browser" read as "openthe browser" matched "open the browser"."""
+    message = refused(tmp_path, one_intent(expression, slots, macros),
+                      f"the invisible character {character}")
+    assert message.endswith("hides where its words break; write a space or nothing there")

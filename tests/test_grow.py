@@ -1,6 +1,7 @@
 """A deeper base model grown from the packaged one (recipes/base/grow.py) computes what it
 computes, on real speech, and bad requests end in one line."""
 
+import shutil
 
 import pytest
 import torch
@@ -59,3 +60,36 @@ def test_a_folder_in_use_is_not_written_over(tmp_path):
     with pytest.raises(SystemExit, match="exists and is not empty"):
         grow.main(["--model", "base", "--out", str(tmp_path / "deep"), "--encoder-layers", "8"])
     assert (tmp_path / "deep" / "notes.txt").read_text() == "mine"
+
+
+def test_grow_and_export_refuse_what_the_loader_refuses(tmp_path, capsys):
+    """grow with decode.lm_weight NaN and asr.export of a model whose lm/lm.pt holds NaN
+    exited 0, and the loader then refused what they wrote: they run its checks first."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from asr.export import main as export_main
+    from asr.lm import LM_FILE, LM_FOLDER
+    from asr.models import FOLDER
+    from recipes.base.grow import main as grow_main
+
+    nan_weight, nan_lm = tmp_path / "nan_weight", tmp_path / "nan_lm"
+    for folder in (nan_weight, nan_lm):
+        shutil.copytree(FOLDER / "base", folder)
+    config = OmegaConf.load(nan_weight / "config.yaml")
+    config.decode.lm_weight = float("nan")
+    OmegaConf.save(config, nan_weight / "config.yaml")
+    saved = torch.load(nan_lm / LM_FOLDER / LM_FILE, weights_only=True)
+    first = next(iter(saved["state_dict"]))
+    saved["state_dict"][first] = torch.full_like(saved["state_dict"][first], float("nan"))
+    torch.save(saved, nan_lm / LM_FOLDER / LM_FILE)
+    with pytest.raises(SystemExit) as stop:
+        grow_main(["--model", str(nan_weight), "--out", str(tmp_path / "grown"),
+                   "--encoder-layers", "12"])
+    assert "lm_weight" in str(stop.value.code) and str(stop.value.code).count("\n") == 0
+    assert not (tmp_path / "grown").exists() and [p.name for p in tmp_path.iterdir()
+                                                  if p.name.startswith(".")] == []
+    assert export_main(["--model", str(nan_lm), "--format", "onnx"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {nan_lm / LM_FOLDER / LM_FILE}:") and "finite" in error
+    assert error.count("\n") == 1 and not (nan_lm / "onnx").exists()

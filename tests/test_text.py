@@ -17,6 +17,7 @@ pytestmark = pytest.mark.tier("fast")
     ("...", ""),
     ("Café Ünïcode", "café ünïcode"),
     ("op\u200ben the bro\u200dwser\ufeff", "open the browser"),  # zero-width: dropped, no break
+    ("so\u00adft \u202aleft\u202c\u2061", "soft left"),  # every format character (Cf)
     ("ｏｐｅｎ", "open"),  # full-width letters (NFKC)
     ("999,999,999,999,999,999", "nine hundred ninety nine million nine hundred ninety nine "
      "thousand nine hundred ninety nine billion nine hundred ninety nine million nine hundred "

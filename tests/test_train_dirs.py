@@ -283,3 +283,23 @@ def test_an_out_dir_that_is_a_file_is_one_line_from_the_command_line(tmp_path, u
     assert done.stderr == (f"error: trainer.out_dir={notes}{under}: {notes} is a file, not a "
                            "folder\n")
     assert notes.read_text() == "mine"
+
+
+def test_a_resume_on_other_data_is_refused(tmp_path, caplog):
+    """trainer.resume=true with other data and another init_from trained on without a word
+    (run.sh always passes resume=true): the run records its manifests' SHA-256 at its start."""
+    entries = small_real_set()
+    manifest = write_manifest(tmp_path / "train.jsonl", entries[:4])
+    steps = ("trainer.max_steps=1", "trainer.max_epochs=1", "data.batch_size=2")
+    Trainer(train_config(tmp_path, manifest, *steps)).fit()
+    resumed = Trainer(train_config(tmp_path, manifest, "trainer.resume=true",
+                                   "trainer.max_steps=2", "trainer.max_epochs=1",
+                                   "data.batch_size=2", f"trainer.init_from={tmp_path}/other"))
+    assert resumed.state.step == 1
+    assert f"trainer.init_from={tmp_path}/other ignored: the resumed run started from scratch" \
+        in caplog.text
+    write_manifest(manifest, entries[4:8])
+    with pytest.raises(TrainingError, match=f"^{tmp_path / 'model'}: the run started on other "
+                       f"data \\(its dev manifest {manifest} has changed since\\); resume it on "
+                       "the data it started with, or pass trainer.overwrite=true to start over$"):
+        Trainer(train_config(tmp_path, manifest, "trainer.resume=true", *steps))

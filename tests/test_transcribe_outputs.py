@@ -324,3 +324,26 @@ def test_reports_and_outputs_never_replace_what_is_read(tmp_path, capsys):
         assert stop.value.code == 2
         assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {problem} (see --help)")
     assert manifest.read_text() == "{}\n" and (model / "metrics.json").read_text() == "{}"
+
+
+def test_pipes_named_as_files_are_read_as_stdin_is(overfit_model, tmp_path):
+    """`cat x.wav | asr-transcribe /dev/stdin` and `asr-transcribe <(cat x.wav)` were refused
+    as "empty file" (a pipe's size is 0): a FIFO or character device named is copied as `-` is,
+    with the same bounds (`/dev/zero` costs a megabyte, then one error line)."""
+    model_dir, entries, _ = overfit_model
+    wav, text = entries[3]
+    fifo = tmp_path / "fifo.wav"
+    os.mkfifo(fifo)
+    command = (f"cat {shlex.quote(str(wav))} > {shlex.quote(str(fifo))} & "
+               f"cat {shlex.quote(str(wav))} | {shlex.quote(sys.executable)} -m asr.transcribe "
+               f"--model {shlex.quote(str(model_dir))} --beam-size 1 /dev/stdin "
+               f"<(cat {shlex.quote(str(wav))}) {shlex.quote(str(fifo))} /dev/zero")
+    result = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    lines = result.stdout.splitlines()
+    assert [line.split("\t")[1] for line in lines] == [text] * 3
+    assert lines[0].startswith("/dev/stdin\t") and lines[1].startswith("/dev/fd/")
+    assert lines[2].startswith(f"{fifo}\t")
+    assert result.stderr.splitlines() == ["error: /dev/zero: not readable as audio (Format not "
+                                          "recognised.)"]
+    assert result.returncode == 1

@@ -155,7 +155,22 @@ class _Reader:
                 if not isinstance(item, yaml.ScalarNode) or not str(item.value).strip():
                     raise self.fail(_line(item), f"{section} {shown(name)}: each item must be a "
                                     "non-empty string")
+                hidden = invisible(str(item.value))
+                if hidden is not None:
+                    raise self.fail(_line(item), f"{section} {shown(name)}: {hidden} in "
+                                    f"{shown(item.value)} hides where its words break; write a "
+                                    "space or nothing there")
             yield name, items.value
+
+
+def invisible(text: str) -> str | None:
+    """The first Unicode format character (category Cf: zero-width space, joiners, bidi marks,
+    soft hyphen, ...) in `text`, named, else None. Grammar text is refused with one: nobody
+    reading the file sees whether it joins two words or breaks one."""
+    found = next((c for c in text if unicodedata.category(c) == "Cf"), None)
+    if found is None:
+        return None
+    return f"the invisible character U+{ord(found):04X} ({unicodedata.name(found, 'unnamed')})"
 
 
 def shown(text: object, limit: int = 80) -> str:

@@ -40,7 +40,13 @@ from asr.training.options import check_compile, check_options, inductor_options
 from asr.training.pretrained import HEARD, hours_heard, load_pretrained
 from asr.training.report import Report
 from asr.training.run_dir import resuming
-from asr.training.state import TrainState, load_training_state, seed_everything
+from asr.training.state import (
+    TrainState,
+    check_same_data,
+    data_digests,
+    load_training_state,
+    seed_everything,
+)
 from asr.training.step import TrainStep
 
 
@@ -112,6 +118,7 @@ class TrainingSetup:
             self.report.log(f"resumed from {path} at step {state.step}: epoch "
                             f"{state.epoch + 1}, {state.epoch_batches} batch(es) in")
             self._started_from(state.init_from)
+            check_same_data(state.data, self._manifests(), self.out_dir)
             return state
         if pretrained is not None:
             self.model.load_state_dict(pretrained[0])
@@ -123,7 +130,12 @@ class TrainingSetup:
             self.model.frontend.set_cmvn((b["wave"], b["lengths"]) for b in batches
                                          if self.faults.usable(b))
         return TrainState(init_from=self.cfg.trainer.init_from or "",
-                          heard_before_hours=self._heard_before())
+                          heard_before_hours=self._heard_before(),
+                          data=data_digests(self._manifests()))
+
+    def _manifests(self) -> dict[str, str]:
+        """The manifests this run trains and scores on, by role."""
+        return {"train": self.cfg.data.train_manifest, "dev": self.cfg.data.dev_manifest}
 
     def _heard_before(self) -> float | None:
         """The hours of audio the weights this run starts from had heard (0 from scratch)."""

@@ -1,10 +1,9 @@
 """The trainer settings checked before any work, and the error of a run that cannot start."""
 
-import math
-
 import torch
 from omegaconf import DictConfig
 
+from asr.config import MAX_MINUTES
 from asr.curves import LOGGERS, summary_writer
 
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -24,9 +23,9 @@ def check_options(cfg: DictConfig) -> None:
     if cfg.trainer.accumulate_grad_batches < 1:
         raise TrainingError("trainer.accumulate_grad_batches must be at least 1, got "
                             f"{cfg.trainer.accumulate_grad_batches}")
-    if cfg.trainer.max_minutes is not None and not 0 < cfg.trainer.max_minutes < math.inf:
-        raise TrainingError("trainer.max_minutes must be a finite positive number (or null: no "
-                            f"budget), got {cfg.trainer.max_minutes}")
+    if cfg.trainer.max_minutes is not None and not 0 < cfg.trainer.max_minutes <= MAX_MINUTES:
+        raise TrainingError(f"trainer.max_minutes must be a positive number of minutes up to "
+                            f"{MAX_MINUTES:g} (or null: no budget), got {cfg.trainer.max_minutes}")
     if cfg.trainer.compile_mode not in COMPILE_MODES:
         raise TrainingError(f"trainer.compile_mode must be one of {', '.join(COMPILE_MODES)}, "
                             f"got {cfg.trainer.compile_mode!r}")

@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 from asr.averaging import AVERAGED, EPOCHS
 from asr.checkpoint import CHECKPOINT, CONFIG, METRICS, TOKENIZER, WEIGHTS, remove_partial_files
 from asr.curves import CSV_FILE, TENSORBOARD_DIR
+from asr.models import package_problem
 from asr.training.options import TrainingError
 
 LOCK = "train.lock"  # in out_dir: held by the run training there
@@ -57,7 +58,11 @@ def resuming(trainer: DictConfig, out: Path) -> bool:
 
 def check_out_dir(out: Path) -> None:
     """A TrainingError unless `out` is a folder this process may write in, or can be made
-    as one (its nearest existing ancestor is such a folder)."""
+    as one (its nearest existing ancestor is such a folder), outside the installed package's
+    models."""
+    problem = package_problem(out, "a training run")
+    if problem is not None:
+        raise TrainingError(f"{out}: trainer.out_dir {problem}")
     nearest = next(p for p in (out, *out.absolute().parents) if os.path.lexists(p))
     if not nearest.is_dir():
         what = "a file" if nearest.is_file() else "a device or pipe" if nearest.exists() \

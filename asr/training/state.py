@@ -5,6 +5,7 @@ in the epoch included) and every random generator training draws from (python, n
 CUDA), so that a run resumed after a kill ends with the weights of an uninterrupted one.
 """
 
+import hashlib
 import math
 import random
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,9 @@ class TrainState:
     # started (0 from scratch; None: not recorded there), so that what this run's weights have
     # heard in all does not depend on that directory as it is later.
     heard_before_hours: float | None = None
+    # The manifests the run started on: their SHA-256 by role (train, dev), so that a resume
+    # on other data is refused (None: not recorded, a run older than the record).
+    data: dict[str, str] | None = None
     # The epoch in progress, saved mid-epoch so that a resumed run continues it exactly.
     epoch_batches: int = 0
     epoch_loss_sum: float = 0.0
@@ -161,3 +165,28 @@ def set_rng_states(states: dict) -> None:
         np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
     if states.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
+
+
+def data_digests(manifests: dict[str, str]) -> dict[str, str]:
+    """Each manifest's role -> the SHA-256 of its bytes (what a resumed run must train on)."""
+    digests = {}
+    for role, path in manifests.items():
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        digests[role] = digest.hexdigest()
+    return digests
+
+
+def check_same_data(recorded: dict[str, str] | None, manifests: dict[str, str],
+                    out: Path) -> None:
+    """A TrainingError when a resumed run's manifests are not those it started on."""
+    if recorded is None:
+        return
+    now = data_digests(manifests)
+    changed = [role for role in sorted(recorded) if now.get(role) != recorded[role]]
+    if changed:
+        raise TrainingError(f"{out}: the run started on other data (its {changed[0]} manifest "
+                            f"{manifests.get(changed[0])} has changed since); resume it on the "
+                            "data it started with, or pass trainer.overwrite=true to start over")

@@ -12,17 +12,22 @@ and so is the source's own language model (the folder its `decode.lm` names).
 """
 
 import argparse
+import shutil
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import torch
+from omegaconf import DictConfig
 
 from asr.checkpoint import ModelDirError, load_model_dir, save_metrics, save_model_dir
 from asr.lm import copy_lm
 from asr.model import SpeechTransformer
-from asr.models import model_path
+from asr.models import model_path, package_problem
+from asr.tokenizer import Tokenizer
 from asr.training.pretrained import HEARD, hours_heard
+from asr.transcriber import Transcriber
 
 
 def layer_sources(old: int, new: int) -> list[int]:
@@ -65,27 +70,44 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="the grown model directory")
     parser.add_argument("--encoder-layers", type=int, required=True)
     args = parser.parse_args(argv)
+    if package_problem(args.out):
+        sys.exit(f"error: --out {args.out} {package_problem(args.out, 'a grown model')}")
+    if args.out.is_symlink() or (args.out.exists() and not args.out.is_dir()):
+        sys.exit(f"error: --out {args.out}: a link or not a folder; name a new folder")
+    if args.out.exists() and any(args.out.iterdir()):
+        sys.exit(f"error: {args.out}: exists and is not empty")
     source = model_path(args.model)
     try:
         model, tokenizer, config = load_model_dir(source)
         grown = grow(model, args.encoder_layers)
+        write_checked(args.out, source, grown, tokenizer, config)
     except (ModelDirError, ValueError) as err:
         sys.exit(f"error: {err}")
-    if args.out.exists() and any(args.out.iterdir()):
-        sys.exit(f"error: {args.out}: exists and is not empty")
-    args.out.mkdir(parents=True, exist_ok=True)
-    if config.decode.lm is not None:  # its own language model, as the source fuses it; first,
-        try:  # since copy_lm checks it before writing: a broken one leaves nothing written
-            copy_lm(source, args.out, config.decode.lm)
-        except ModelDirError as err:
-            sys.exit(f"error: {err}")
-    save_model_dir(args.out, grown, tokenizer, config)
-    heard = hours_heard(str(source))
-    if heard is not None:  # what the grown weights heard: the source's, for the run they start
-        save_metrics(args.out, {HEARD: heard})
     params = sum(p.numel() for p in grown.parameters()) / 1e6
     print(f"{args.out}: {args.encoder_layers} encoder layers grown from {model.dims.n_encoder_layers} "
           f"of {source} ({params:.1f}M parameters), computing what they compute")
+
+
+def write_checked(out: Path, source: Path, grown: SpeechTransformer, tokenizer: Tokenizer,
+                  config: DictConfig) -> None:
+    """The grown model directory written beside `out`, loaded as any model directory is (its
+    language model and decoding settings included: a NaN `lm_weight` is refused here, not by
+    the run it starts), then put in `out`'s place; nothing is left when a check fails."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        if config.decode.lm is not None:  # its own language model, as the source fuses it
+            copy_lm(source, staging, config.decode.lm)
+        save_model_dir(staging, grown, tokenizer, config)
+        heard = hours_heard(str(source))
+        if heard is not None:  # what the grown weights heard: the source's, for the run they start
+            save_metrics(staging, {HEARD: heard})
+        Transcriber.from_pretrained(staging, "cpu", vad=None)
+        if out.exists():
+            out.rmdir()  # empty: checked before
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 #
 #   apt-get install diatheke sword-text-web fortunes
 #   bash recipes/base/lm.sh DATA=data/base_all          # the corpus run.sh trained on
-#   python -m recipes.base.ship --lm exp/base_lm --lm-weight W --corpus data/base_all  # into the package
+#   python -m recipes.base.ship --lm exp/base_lm --lm-weight W --corpus data/base_all --into-package
 #
 # The text is the World English Bible and Debian's fortunes (recipes.cathy.lm_text) without any
 # sentence of the corpus's dev and test manifests, and the corpus's training transcripts twice
@@ -54,7 +54,7 @@ for manifest in "${tests[@]}"; do
   if awk "BEGIN { exit !($best > 0) }"; then score "$manifest" "$best"; fi
 done
 if awk "BEGIN { exit !($best > 0) }"; then
-  echo "ship it: $py -m recipes.base.ship --lm $out --lm-weight $best --corpus $data"
+  echo "ship it: $py -m recipes.base.ship --lm $out --lm-weight $best --corpus $data --into-package"
 else
   echo "on dev the LM does not help at beam $beam: nothing to ship"
 fi

@@ -53,7 +53,7 @@ from asr.grammar import Sentence
 from recipes.base.text import ALONE_SHARES, SOURCE_SHARES, Line, alone_text, corpus_text
 from recipes.common import SPLITS, add_synthesis_options, hash_split, positive_hours
 from recipes.common.corpora import CATHY_DEV_PERCENT, CATHY_TEST_PERCENT, SALT, arctic_utterances
-from recipes.common.ownership import claim
+from recipes.common.ownership import claim, rebuilt
 from recipes.common.real import DEFAULT_REAL_ROOT, coloured_noise_clips, real_records
 from recipes.common.synthesis import STATS, Job, expected_seconds, synthesize_all
 from recipes.common.voices import Voice, choose_voice, discover_voices, split_voices
@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     if done.is_file() and done.read_text(errors="replace") == json.dumps(wanted, indent=1) + "\n":
         print(f"{args.out}: already prepared")
         return
+    rebuilt(args.out, done, wanted)
     done.unlink(missing_ok=True)
     for split in SPLITS:
         wavs = args.out / "wavs" / split

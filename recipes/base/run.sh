@@ -116,12 +116,12 @@ if stage 3 "scoring $weights"; then
   bash recipes/base/score.sh "$weights" "$data" "$model/candidate"
 fi
 
-keep() {  # OUT: the scored candidate's shipped form (weights, calibration, TRAINING.json) there
-  "$py" -m recipes.base.ship --model "$weights" --corpus "$data" --out "$1" \
+keep() {  # OUT [--into-package]: the scored candidate's shipped form there
+  "$py" -m recipes.base.ship --model "$weights" --corpus "$data" --out "$@" \
     --calibration "$model/candidate" \
     --continue-with "bash recipes/base/run.sh INIT=latest  # trains on from $newest"
 }
 if stage 4 "keeping the round (LATEST=$LATEST, SHIP=$SHIP)"; then
   if [ "$LATEST" = 1 ]; then keep "$newest"; fi
-  if [ "$SHIP" = 1 ]; then keep asr/models/base; fi
+  if [ "$SHIP" = 1 ]; then keep asr/models/base --into-package; fi
 fi

@@ -1,7 +1,8 @@
 """Ship a trained base model inside the package: `asr/models/base`.
 
-    python -m recipes.base.ship --model exp/base --corpus data/base [--out asr/models/base] \
+    python -m recipes.base.ship --model exp/base --corpus data/base --into-package \
         [--calibration exp/base/candidate]
+    python -m recipes.base.ship --model exp/base --corpus data/base --out exp/base/shipped
     python -m recipes.base.ship --kept-from exp/base --out ~/.cache/asr/base/latest   # exit 0: yes
 
 Weight matrices are stored in fp16 (half the bytes; decoding casts them back to fp32, and the
@@ -14,7 +15,7 @@ what the model was trained on, for how many steps and hours of audio (as its tra
 them), and the command that continues its training.
 
     python -m recipes.base.ship --lm exp/base_lm --lm-weight 0.75 --corpus data/base \
-        [--model exp/base] [--out asr/models/base]
+        [--model exp/base] --into-package
 
 With `--lm` a language model (`recipes/base/lm.sh`) goes into the folder's lm/ (in fp16, the
 same check against fp32 at beam 5) and its config's `decode.lm` and `decode.lm_weight` name it,
@@ -22,10 +23,15 @@ so free transcription fuses it by default; without `--model` it is added to the 
 shipped already. The folder's calibration is then chosen again, on the manifest its
 intents.json names: the grammar search checks its sentence against the free transcript, which
 the language model changes.
+
+The package's folder (the default --out) is written only with --into-package; any --out must be
+new, empty or a shipped model (shipping replaces it), and neither the model shipped nor a
+folder holding it; the fp16 check needs at least MIN_CHECKED test utterances.
 """
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -55,13 +61,14 @@ from asr.checkpoint import (
 )
 from asr.data import ManifestError, iter_manifest
 from asr.lm import LM_FILE, LM_FOLDER, load_lm
-from asr.models import FOLDER
+from asr.models import FOLDER, package_problem
 from asr.training.pretrained import HEARD
 from asr.transcriber import Transcriber
 
 MAX_BYTES = 25 << 20  # the package's budget for shipped weights
 DEFAULT_GRAMMAR = Path(__file__).resolve().parents[1] / "voice_commands" / "commands.yaml"
 CHECKED_UTTERANCES = 40  # per test manifest: fp16 must write what fp32 writes
+MIN_CHECKED = 20  # utterances in all: a check of fewer (none: no test manifests) proves nothing
 RECORDED = ("corpus_train_hours", "audio_hours_heard", HEARD)  # TrainState.heard, in metrics.json
 CONTINUE = ("bash recipes/base/run.sh  # trains on from the latest round "
             "(recipes/base/README.md)")
@@ -103,20 +110,58 @@ def last_step(model_dir: Path) -> int | None:
     return epochs[-1].get("step")
 
 
+def checked_files(corpus: Path, at_least: int = 0) -> list[str]:
+    """The audio the fp16 check decodes: the first CHECKED_UTTERANCES of each test manifest
+    of `corpus`; a ValueError when they are fewer than `at_least` (the command line asks for
+    MIN_CHECKED)."""
+    files = []
+    try:
+        for manifest in sorted(corpus.glob("test*.jsonl")):
+            files += [u.audio_filepath
+                      for u in islice(iter_manifest(manifest), CHECKED_UTTERANCES)]
+    except OSError as err:
+        raise ValueError(f"{corpus}: cannot read its test manifests ({err.strerror or err})"
+                         ) from None
+    if len(files) < at_least:
+        raise ValueError(f"{corpus}: {len(files)} utterances in test*.jsonl manifests; the "
+                         f"fp16 check needs at least {at_least} (--corpus names the prepared "
+                         "corpus the model trained on)")
+    return files
+
+
 def same_transcripts(fp32: Path, fp16: Path, corpus: Path,
                      fp32_options: dict | None = None) -> tuple[int, int]:
-    """(utterances, differing transcripts) over the first CHECKED_UTTERANCES of each test
-    manifest, the fp32 model (with `fp32_options`) against its fp16 copy: greedy decoding, or
-    beam 5 with a language model (`fp32_options` naming the fp32 one)."""
-    files = []
-    for manifest in sorted(corpus.glob("test*.jsonl")):
-        files += [u.audio_filepath for u in islice(iter_manifest(manifest), CHECKED_UTTERANCES)]
+    """(utterances, differing transcripts) over `checked_files(corpus)`, the fp32 model
+    (with `fp32_options`) against its fp16 copy: greedy decoding, or beam 5 with a language
+    model (`fp32_options` naming the fp32 one)."""
+    files = checked_files(corpus)
     beam = {"beam_size": 5 if fp32_options else 1}
     texts = []
     for directory, options in ((fp32, {**beam, **(fp32_options or {})}), (fp16, beam)):
         transcriber = Transcriber.from_pretrained(str(directory), "cpu", vad=None, **options)
         texts.append([t.text for t in transcriber.transcribe(files)])
     return len(files), sum(a != b for a, b in zip(*texts, strict=True))
+
+
+def claim_out(out: Path, model_dir: Path | None, into_package: bool) -> None:
+    """A ValueError unless shipping may replace `out`: new, empty, or a shipped model (its
+    TRAINING.json), never the model shipped or a folder holding it or in it (the run's
+    checkpoint and metrics went with it), and in the installed package only with
+    `into_package`. Checked before any work: shipping deletes what `out` held."""
+    problem = None if into_package else package_problem(out, "a shipped model")
+    if problem is not None:
+        raise ValueError(f"--out {out} {problem}; or pass --into-package to ship it there")
+    if model_dir is not None:
+        here, model = Path(os.path.realpath(out)), Path(os.path.realpath(model_dir))
+        if here.is_relative_to(model) or model.is_relative_to(here):
+            raise ValueError(f"--out {out} is --model {model_dir} or holds it or lies in it: "
+                             "shipping replaces --out, which would delete the run; pick "
+                             "another --out")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ValueError(f"--out {out} is a link or not a folder; name a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / TRAINING).is_file():
+        raise ValueError(f"--out {out} holds files but no shipped model ({TRAINING}); shipping "
+                         "would delete them: pick a new or empty --out")
 
 
 def calibration_for(scored: Path, out: Path) -> str:
@@ -225,7 +270,7 @@ def recalibrate(folder: Path, out: Path) -> float | None:
         raise ModelDirError(f"{path}: calibrated on {manifest!r}, which is not here; the threshold "
                             "must be chosen again with the language model")
     try:
-        chosen, _ = calibrate_model(folder, manifest)
+        chosen, _ = calibrate_model(folder, manifest, into_package=True)  # out: claim_out
     except ManifestError as err:
         raise ModelDirError(f"{path}: {err}") from None
     save_text(placed(json.loads(path.read_text()), out), path)  # calibrate_model wrote it anew
@@ -270,6 +315,9 @@ def main(argv: list[str] | None = None) -> None:
                              "default into free transcription; without --model: add it to --out")
     parser.add_argument("--lm-weight", type=float, default=0.75,
                         help="its weight (decode.lm_weight; recipes/base/lm.sh picks it on dev)")
+    parser.add_argument("--into-package", action="store_true",
+                        help="--out may be the installed package's model (the default --out): "
+                             "every user of the install gets what is shipped")
     parser.add_argument("--kept-from", type=Path, metavar="RUN",
                         help="ship nothing: exit 0 when --out's weights came from the run "
                              "directory RUN, 1 when not")
@@ -282,12 +330,14 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--lm-weight must be in (0, 100], got {args.lm_weight}")
     lm = None if args.lm is None else (args.lm, args.lm_weight)
     try:
+        claim_out(args.out, args.model, args.into_package)
+        checked_files(args.corpus, MIN_CHECKED)
         if args.model is None:
             info = ship_lm(args.out, *lm, args.corpus)
         else:
             info = ship(args.model, args.corpus, args.out, args.continue_with, args.calibration,
                         lm)
-    except ModelDirError as err:
+    except ValueError as err:  # ModelDirError and ManifestError among them
         sys.exit(f"error: {err}")
     print(json.dumps(info, indent=1))
 

@@ -54,3 +54,19 @@ def claim(folder: Path, recipe: str, wiped: list[str]) -> None:
                          "must be a folder of its own")
     folder.mkdir(parents=True, exist_ok=True)
     save_text(recipe + "\n", folder / OWNER_FILE)
+
+
+def rebuilt(folder: Path, done: Path, wanted: dict) -> None:
+    """Say so when a prepare rebuilds a corpus it made before with other settings (another
+    grammar, other sizes): the old corpus is deleted, and a run trained on it (resumed by the
+    recipe's run.sh) would train on another corpus."""
+    try:
+        before = json.loads(done.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return
+    if not isinstance(before, dict):
+        return
+    changed = sorted(k for k in {*before, *wanted} if before.get(k) != wanted.get(k))
+    if changed:
+        print(f"{folder}: prepared before with other settings ({', '.join(changed)}); deleting "
+              "it and preparing it again", file=sys.stderr)

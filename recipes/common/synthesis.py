@@ -11,8 +11,10 @@ about a CPU second per second of speech.
 """
 
 import hashlib
+import io
 import json
 import os
+import stat
 import subprocess
 import tempfile
 from collections import Counter
@@ -132,33 +134,92 @@ def cache_path(voice: Voice, text: str, parameters: dict[str, str]) -> Path:
     key = json.dumps([CACHE_FORMAT, voice.engine, voice.name, text, parameters,
                       engine_version(voice.engine)], sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()
+    return cache_root() / digest[:2] / f"{digest}.flac"
+
+
+def cache_root() -> Path:
+    """ASR_TTS_CACHE (default ~/.cache/asr/tts); a RuntimeError naming it unless it is a folder
+    this process can write in, or can be made as one."""
     root = Path(os.environ.get("ASR_TTS_CACHE") or Path.home() / ".cache" / "asr" / "tts")
-    return root / digest[:2] / f"{digest}.flac"
+    nearest = next(p for p in (root, *root.absolute().parents) if os.path.lexists(p))
+    if not nearest.is_dir():
+        raise RuntimeError(f"ASR_TTS_CACHE={root}: {nearest} is not a folder; point it at one")
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise RuntimeError(f"ASR_TTS_CACHE={root}: cannot write in {nearest}; point it at a "
+                           "folder of yours")
+    return root
+
+
+def cached_samples(path: Path) -> tuple[np.ndarray, int] | None:
+    """A cache entry's 16-bit samples and rate, or None when it must be synthesised again: it
+    is missing, a link or no regular file (never followed out of the cache), its bytes differ
+    from the SHA-256 stored beside it (cut, emptied, altered or replaced by other speech), or
+    it does not decode. An entry older than the digests is checked by decoding it whole, and
+    its digest is stored then."""
+    digest_file = path.with_name(path.name + ".sha256")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as entry:
+        if not stat.S_ISREG(os.fstat(entry.fileno()).st_mode):
+            return None
+        data = entry.read()
+    found = hashlib.sha256(data).hexdigest()
+    try:
+        stored = None if digest_file.is_symlink() or not digest_file.exists() \
+            else digest_file.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if stored is not None and stored != found:
+        return None
+    try:
+        samples, rate = sf.read(io.BytesIO(data), dtype="int16", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, ValueError):
+        return None
+    if len(samples) == 0:
+        return None
+    if stored is None:
+        _write_atomically(digest_file, lambda name: Path(name).write_text(found + "\n"))
+    return samples, rate
+
+
+def _write_atomically(path: Path, write) -> None:
+    """`write(temporary name)`, then the file renamed into `path` (a link there is replaced,
+    not followed), so that parallel workers never read half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(handle)
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        os.remove(temporary)
+        raise
 
 
 def synthesize(voice: Voice, text: str, rng: np.random.Generator) -> tuple[np.ndarray, int, bool]:
     """Speak `text` with a random speed and pitch as mono float32; whether it came from the cache.
 
     The parameters are drawn before the cache is asked, so the rng's later draws, and hence the
-    corpus, are the same either way. A miss stores the 16-bit samples losslessly (FLAC), written to
-    a temporary file and renamed, so that parallel workers never read half a file."""
+    corpus, are the same either way. A miss (or an entry that fails its check, `cached_samples`)
+    stores the 16-bit samples losslessly (FLAC) and their SHA-256 beside them, each written to a
+    temporary file and renamed."""
     parameters = draw_parameters(voice, rng)
     path = cache_path(voice, text, parameters)
-    cached = path.is_file()
-    if cached:
-        samples, rate = sf.read(path, dtype="int16", always_2d=True)
+    found = cached_samples(path)
+    if found is not None:
+        samples, rate = found
     else:
         samples, rate = speak(voice, text, parameters)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".flac.tmp")
-        os.close(handle)
-        try:
-            sf.write(temporary, samples, rate, format="FLAC", subtype="PCM_16")
-            os.replace(temporary, path)
-        except BaseException:
-            os.remove(temporary)
-            raise
-    return (samples.astype(np.float32) / 32768).mean(axis=1), rate, cached
+        buffer = io.BytesIO()
+        sf.write(buffer, samples, rate, format="FLAC", subtype="PCM_16")
+        data = buffer.getvalue()
+        _write_atomically(path, lambda name: Path(name).write_bytes(data))
+        _write_atomically(path.with_name(path.name + ".sha256"),
+                          lambda name: Path(name).write_text(hashlib.sha256(data).hexdigest()
+                                                             + "\n"))
+    return (samples.astype(np.float32) / 32768).mean(axis=1), rate, found is not None
 
 
 def trim(wave: np.ndarray, rate: int, margin: float = 0.02) -> np.ndarray:
@@ -226,7 +287,10 @@ def render(job: Job) -> dict:
 
 def synthesize_all(jobs: list[Job], processes: int) -> list[dict]:
     """Render every job, in order, with a pool of `processes` workers (under a progress bar).
-    Whether each came from the cache goes into STATS, not into the records (the manifest's lines)."""
+    Whether each came from the cache goes into STATS, not into the records (the manifest's lines).
+    A cache that cannot be used (ASR_TTS_CACHE a file) is a RuntimeError before any work."""
+    cache_root()
+
     def bar(records):
         return list(progress(records, "synthesising", total=len(jobs), unit="utt"))
 

@@ -48,7 +48,7 @@ import numpy as np
 from asr.checkpoint import atomic_write, save_text
 from asr.grammar import Grammar, GrammarError, Sentence
 from recipes.common import add_synthesis_options, positive, positive_hours, write_manifests
-from recipes.common.ownership import claim
+from recipes.common.ownership import claim, rebuilt
 from recipes.common.real import (
     DEFAULT_REAL_ROOT,
     coloured_noise_clips,
@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     if done.is_file() and done.read_text(errors="replace") == json.dumps(wanted, indent=1) + "\n":
         print(f"{args.out}: already prepared")
         return
+    rebuilt(args.out, done, wanted)
     done.unlink(missing_ok=True)
     for split in SPLITS:
         wavs = args.out / "wavs" / split
@@ -223,7 +224,10 @@ def main(argv: list[str] | None = None) -> None:
         wavs.mkdir(parents=True)
     jobs = plan(args, pools, split_voices(voices))
     print(f"synthesising {len(jobs)} utterances into {args.out} with {args.jobs} process(es)")
-    records = synthesize_all(jobs, args.jobs)
+    try:
+        records = synthesize_all(jobs, args.jobs)
+    except RuntimeError as err:
+        sys.exit(f"error: {err}")
     write_corpus(args.out, records, real, args.grammar, args.real_repeat)
     save_text(json.dumps(wanted, indent=1) + "\n", done)
     print(summary(records, real, time.monotonic() - start))

@@ -4,7 +4,7 @@
 # it (or train a model from scratch), score words and intents on unseen sentences, voices and
 # people, transcribe a sample.
 #
-#   bash recipes/voice_commands/run.sh GRAMMAR=coffee.yaml    # your commands: data/coffee, exp/coffee
+#   bash recipes/voice_commands/run.sh GRAMMAR=coffee.yaml    # your commands: data/coffee-HASH, exp/coffee-HASH
 #   bash recipes/voice_commands/run.sh                        # the default grammar (commands.yaml)
 #   bash recipes/voice_commands/run.sh MINUTES=30             # training's time budget
 #   bash recipes/voice_commands/run.sh INIT=none GRAMMAR=...  # from scratch, not from the base
@@ -38,12 +38,16 @@ name=voice_commands experiment=voice_commands hours=${HOURS:-4.1}
 if [ "$grammar" != "$default" ]; then  # your grammar: its own folders, fine-tuned from the base
   name=$(basename "${grammar%.*}") INIT=${INIT:-base}
 fi
-case $name in  # the corpus and model folders are data/NAME and exp/NAME
+case $name in  # the corpus and model folders are data/NAME-HASH and exp/NAME-HASH
   '' | .* | *[!A-Za-z0-9_.-]*)
     echo "error: GRAMMAR=$grammar: its file name makes no folder name (data/$name); name the" \
       "file with letters, digits, _ - and ." >&2
     exit 2 ;;
 esac
+if [ "$grammar" != "$default" ]; then  # two grammars of one file name never share folders
+  where=$(realpath -- "$grammar") || exit 2
+  name=$name-$(printf '%s' "$where" | sha256sum | cut -c1-8)
+fi
 bash tools/setup.sh
 py=.venv/bin/python
 if [ -n "${INIT:-}" ] && [ "$INIT" != none ]; then
@@ -60,6 +64,7 @@ if [ "$experiment" = grammar_finetune ]; then  # INIT's network and front end, w
 fi
 data=data/$name
 model=exp/$name
+echo "corpus $data, model $model"
 
 real=()
 if [ -n "${REAL_ROOT:-}" ]; then real=(--real-root "$REAL_ROOT"); fi

@@ -15,7 +15,7 @@ from robustness.runner import Outcome, Worker, worker
 
 # The case modules, in the order their cases are numbered.
 CASE_MODULES = ("config", "weights", "tokenizer", "lm", "cli", "grammar", "assistant", "api",
-                "train", "export", "arrays", "outputs", "rundirs")
+                "train", "export", "arrays", "outputs", "rundirs", "round_five")
 for _kind in CASE_MODULES:
     importlib.import_module(f"robustness.{_kind}")
 DEFAULT_TIMEOUT = 10.0  # seconds a case may take, unless it says otherwise (`Case.limit`)

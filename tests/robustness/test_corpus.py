@@ -25,7 +25,7 @@ from robustness.runner import prepare
 
 pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
 
-IN_SUITE = {"grammar", "assistant", "export", "arrays", "outputs", "rundirs"}
+IN_SUITE = {"grammar", "assistant", "export", "arrays", "outputs", "rundirs", "round_five"}
 
 
 @pytest.fixture(scope="module")

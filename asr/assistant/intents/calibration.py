@@ -7,7 +7,7 @@ from pathlib import Path
 
 from asr.checkpoint import CALIBRATION_FILE, GRAMMAR_FILE, ModelDirError, save_text
 from asr.grammar import GrammarError
-from asr.models import model_path
+from asr.models import model_path, package_problem
 from asr.untrusted import UntrustedInputError, first_line, read_text
 
 from .parser import DEFAULT_MIN_CONFIDENCE
@@ -60,10 +60,15 @@ def calibrated_confidence(model_dir: str | Path, grammar: str | Path | None = No
 
 
 def save_calibration(model_dir: str | Path, grammar: str | Path | None, min_confidence: float,
-                     **facts: object) -> Path:
+                     into_package: bool = False, **facts: object) -> Path:
     """Write DIR/intents.json: the threshold, the grammar file it holds for and its digest,
-    and `facts` (how it was chosen). Returns the file written."""
+    and `facts` (how it was chosen). Returns the file written. A model directory inside the
+    installed package is refused (a ModelDirError) unless `into_package` (the shipping recipe,
+    which writes the package's model)."""
     path = model_path(model_dir) / CALIBRATION_FILE
+    problem = None if into_package else package_problem(path, "a calibration")
+    if problem is not None:
+        raise ModelDirError(f"{path} {problem}")
     chosen = grammar_file(model_dir, grammar)
     saved = {"min_confidence": min_confidence, "grammar": str(chosen),
              "grammar_sha256": grammar_digest(chosen), **facts}

@@ -12,6 +12,8 @@ from asr.grammar import Grammar
 from asr.text import normalize_text
 from asr.untrusted import check_fields, check_ranges
 
+from .numbers import numbers_differ
+
 SEARCHES = ("grammar", "free")
 DEFAULT_THRESHOLD = 0.85  # free search: lowest similarity to a grammar sentence that counts
 DEFAULT_MIN_CONFIDENCE = 0.3  # grammar search, uncalibrated: lowest exp(-garbage ratio) x agreement
@@ -95,7 +97,9 @@ class IntentParser:
             return Intent(None, text=sentence, heard=heard)
         ratio = 0.0 if found is None or found.garbage_ratio is None else found.garbage_ratio
         confidence = math.exp(-ratio) * agreement(sentence, free)
-        refused = confidence < self.min_confidence
+        if numbers_differ(sentence, heard):  # a slot's number is not the one heard: never it
+            confidence = 0.0
+        refused = confidence < self.min_confidence or confidence == 0.0
         return Intent(name=None if refused else reading.intent,
                       slots={} if refused else reading.values,
                       confidence=confidence, text=sentence, command=sentence, similarity=1.0,

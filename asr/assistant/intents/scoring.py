@@ -15,9 +15,11 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+from asr.checkpoint import ModelDirError
 from asr.cli import one_line, tsv_field
 from asr.data import ManifestError, audio_path
 from asr.grammar import Grammar
+from asr.models import model_path, package_problem
 from asr.progress import progress
 from asr.untrusted import UntrustedInputError, read_text
 
@@ -183,17 +185,22 @@ def calibrate(results: list[Result]) -> float:
 
 
 def calibrate_model(model_dir: str | Path, manifest: str | Path,
-                    grammar: str | Path | None = None, device: str = "cpu") -> tuple[float, dict]:
+                    grammar: str | Path | None = None, device: str = "cpu",
+                    into_package: bool = False) -> tuple[float, dict]:
     """Choose the grammar search's min_confidence for a model directory (and a grammar file;
     None: its own) on a manifest, and write it to DIR/intents.json: the threshold and the
-    report of the manifest at it."""
+    report of the manifest at it. The installed package's model is refused before any work
+    unless `into_package` (`save_calibration`)."""
+    if not into_package and package_problem(model_path(model_dir)):
+        raise ModelDirError(f"{model_path(model_dir)} "
+                            f"{package_problem(model_path(model_dir), 'a calibration')}")
     recognizer = IntentRecognizer.from_pretrained(model_dir, grammar, device, min_confidence=0.0)
     rows = read_commands(manifest)
     check_calibration_rows(rows, recognizer.parser.grammar, manifest)
     results = recognize_rows(recognizer, rows)
     chosen = calibrate(results)
     report = acceptance(at_confidence(results, chosen))
-    save_calibration(model_dir, grammar, chosen, manifest=str(manifest),
+    save_calibration(model_dir, grammar, chosen, into_package, manifest=str(manifest),
                      cost_of_a_false_acceptance=CALIBRATION_COST, dev=report)
     return chosen, report
 
