@@ -44,6 +44,9 @@ class TrainState:
     # started (0 from scratch; None: not recorded there), so that what this run's weights have
     # heard in all does not depend on that directory as it is later.
     heard_before_hours: float | None = None
+    # The sha256 of those weights' model.pt, read when the run started ("" from scratch; None:
+    # not recorded), so that the model's lineage names its parent whatever that folder holds later.
+    init_sha256: str | None = None
     # The epoch in progress, saved mid-epoch so that a resumed run continues it exactly.
     epoch_batches: int = 0
     epoch_loss_sum: float = 0.0
@@ -72,6 +75,10 @@ class TrainState:
         before = self.heard_before_hours
         return {"corpus_train_hours": round(corpus_hours, 6), "audio_hours_heard": round(hours, 6),
                 "total_audio_hours_heard": None if before is None else round(before + hours, 6)}
+
+    def parent(self) -> dict[str, str | None]:
+        """The weights the run started from: their folder and their model.pt's sha256."""
+        return {"init_from": self.init_from, "init_sha256": self.init_sha256}
 
     def curve_point(self, lr: float) -> None:
         """A point of the training-loss curve: the mean over the last steps (NaN if one was)."""
