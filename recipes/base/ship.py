@@ -11,7 +11,9 @@ config, the tokenizer, the default voice-command grammar (so `asr-demo` and `asr
 work with no grammar given), its calibration for that grammar when one is given (the
 intents.json that recipes/base/score.sh wrote beside the scored candidate) and TRAINING.json:
 what the model was trained on, for how many steps and hours of audio (as its training recorded
-them), and the command that continues its training.
+them), its lineage (the code's commit, the parent weights' sha256, the experiment and overrides,
+the seeds, the corpora and the date: recipes/base/lineage.py) and the command that continues its
+training.
 
     python -m recipes.base.ship --lm exp/base_lm --lm-weight 0.75 --corpus data/base \
         [--model exp/base] [--out asr/models/base]
@@ -58,6 +60,7 @@ from asr.lm import LM_FILE, LM_FOLDER, load_lm
 from asr.models import FOLDER
 from asr.training.pretrained import HEARD
 from asr.transcriber import Transcriber
+from recipes.base.lineage import lineage
 
 MAX_BYTES = 25 << 20  # the package's budget for shipped weights
 DEFAULT_GRAMMAR = Path(__file__).resolve().parents[1] / "voice_commands" / "commands.yaml"
@@ -153,7 +156,7 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str,
             raise SystemExit(f"error: {model_dir}: {size / 2**20:.1f} MB of weights in fp16, over the "
                              f"{MAX_BYTES >> 20} MB the package ships")
         checked, differ = same_transcripts(model_dir, staging, corpus)
-        info = {**trained_for(model_dir),
+        info = {**trained_for(model_dir), **lineage(model_dir, corpus, run_metrics(model_dir)),
                 "source": str(model_dir), "corpus": str(corpus), "continue_with": command,
                 "weights_mb": round(size / 2**20, 2),
                 "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
