@@ -119,7 +119,8 @@ def test_training_lowers_the_loss_and_the_model_ships_in_fp16(corpus, tmp_path):
 def test_the_ship_step_records_the_lineage(corpus, tmp_path):
     """TRAINING.json names the code's commit, the parent's sha256 (read when the child's run
     started: the parent's folder is replaced afterwards, as the latest round's is), the
-    experiment and overrides Hydra started the run with, the seeds, the corpora and the date."""
+    experiment and overrides Hydra started the run with, the seeds, the corpora and the date.
+    The child ships in int8, checked against fp32 as fp16 is."""
     import hashlib
     import subprocess
     import sys
@@ -142,7 +143,10 @@ def test_the_ship_step_records_the_lineage(corpus, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     (parent / WEIGHTS).write_bytes(b"replaced by a later round")  # lineage must not read it now
-    child = ship.ship(child_run, corpus, tmp_path / "shipped", "again")
+    child = ship.ship(child_run, corpus, tmp_path / "shipped", "again", int8=True)
+    weights = torch.load(tmp_path / "shipped" / WEIGHTS, weights_only=True)
+    assert {v.dtype for k, v in weights.items() if v.dim() >= 2 and "int8" not in k} == {torch.int8}
+    assert child["int8_check"]["utterances"] == len(rows(corpus / "test.jsonl"))
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     prepared = json.loads((corpus / ".done").read_text())
