@@ -132,7 +132,10 @@ def eval_precision(precision: str, device: torch.device) -> str:
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
     """bf16 or fp16 autocast on CUDA, bf16 autocast on the CPU (`step_precision` says where
-    the CPU can); fp32 and the CPU's fp16 (loss scaling only) compute in fp32."""
+    the CPU can); fp32 and the CPU's fp16 (loss scaling only) compute in fp32; auto is bf16 on
+    CUDA, fp32 on the CPU."""
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
     dtype = PRECISIONS[precision]
     enabled = dtype != torch.float32 and (device.type == "cuda" or dtype == torch.bfloat16)
     return torch.autocast(device.type, dtype=dtype, enabled=enabled)
