@@ -1,7 +1,8 @@
 """The model directory: everything needed to use a trained model, written atomically.
 
     config.yaml      resolved config (data only: model sizes, features, decoding, training)
-    model.pt         weights of the best epoch (state dict: tensors only, CMVN included)
+    model.pt         weights of the best epoch (state dict: tensors only, CMVN included; a
+                     shipped model's matrices in fp16, or int8 with per-row scales)
     tokenizer.model  sentencepiece BPE model
     metrics.json     per-epoch losses and dev WER, and the hours of audio the weights heard
     checkpoint.pt    last training state, for `trainer.resume=true`
@@ -57,6 +58,9 @@ DIRECT_NUMBERS = 1 << 26  # a network under this many numbers (256 MB) is built 
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB
 MAX_TOKENIZER_BYTES = 64 << 20  # sentencepiece: about 1 MB for 32k pieces
 MAX_TORCH_BYTES = 8 << 30  # weights (and a training checkpoint: weights and optimiser state)
+# A matrix stored in int8 (`quantize_int8`) has its per-row scales beside it, under its name and
+# this suffix; loading turns the pair back into fp32 (`dequantize_int8`).
+INT8_SCALE = ".int8_scale"
 
 
 class ModelDirError(ValueError):
@@ -242,6 +246,53 @@ def check_state_dict(state: object, source: str | Path) -> dict[str, torch.Tenso
     return state
 
 
+def quantize_int8(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Matrices (and embeddings, convolutions) as int8 with one fp32 scale per output row
+    (symmetric: the row's largest magnitude is 127); vectors and buffers as they are. Half of
+    fp16's bytes; decoding computes in fp32 from the dequantised weights."""
+    stored = {}
+    for name, value in state.items():
+        if not (value.is_floating_point() and value.dim() >= 2):
+            stored[name] = value
+            continue
+        weight = value.float()
+        rows = tuple(range(1, weight.dim()))
+        scale = (weight.abs().amax(dim=rows, keepdim=True) / 127).clamp(min=1e-12)
+        stored[name] = torch.round(weight / scale).clamp(-127, 127).to(torch.int8)
+        stored[name + INT8_SCALE] = scale
+    return stored
+
+
+def dequantize_int8(state: dict[str, torch.Tensor], source: str | Path) -> dict[str, torch.Tensor]:
+    """`state` with each int8 matrix and its scales (`quantize_int8`) turned back into one fp32
+    tensor; a pair that does not fit (no scales, scales of another shape or not positive,
+    scales of nothing) is refused in one line naming `source`."""
+    scales = {name[:-len(INT8_SCALE)]: value for name, value in state.items()
+              if name.endswith(INT8_SCALE)}
+    weights = {}
+    for name, value in state.items():
+        if name.endswith(INT8_SCALE):
+            continue
+        if value.dtype == torch.int8:
+            value = _dequantized(name, value, scales.pop(name, None), source)
+        weights[name] = value
+    if scales:
+        raise ModelDirError(f"{source}: {next(iter(scales))}{INT8_SCALE} scales no int8 tensor")
+    return weights
+
+
+def _dequantized(name: str, value: torch.Tensor, scale: torch.Tensor | None,
+                 source: str | Path) -> torch.Tensor:
+    if scale is None:
+        raise ModelDirError(f"{source}: {name} is int8 without its scales ({name}{INT8_SCALE})")
+    shape = (value.shape[0], *([1] * (value.dim() - 1))) if value.dim() >= 2 else None
+    if shape is None or not scale.is_floating_point() or tuple(scale.shape) != shape \
+            or not bool((scale > 0).all()):
+        raise ModelDirError(f"{source}: {name}{INT8_SCALE} must be positive scales of shape "
+                            f"{shape} for the int8 matrix {name} {tuple(value.shape)}")
+    return value.float() * scale.float()
+
+
 def check_shapes(state: dict[str, torch.Tensor], network: torch.nn.Module,
                  source: str | Path) -> None:
     """The names, shapes and kinds (floating point or not) of `state` must be those of
@@ -408,7 +459,7 @@ def load_model_dir(directory: str | Path, device: str | torch.device = "cpu",
     config = load_config(directory / CONFIG)
     dims, features = model_settings(config, directory / CONFIG)
     tokenizer = load_tokenizer(directory / TOKENIZER, dims.n_vocab)
-    state = load_state_dict(directory / WEIGHTS)
+    state = dequantize_int8(load_state_dict(directory / WEIGHTS), directory / WEIGHTS)
     try:
         frontend = FrontEnd(features)  # small (its settings are bounded), and needed for real
         network = shape_network(lambda: SpeechTransformer(dims, features, frontend),

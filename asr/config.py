@@ -134,7 +134,9 @@ class TrainerConfig:
     max_minutes: float | None = None
     grad_clip: float = 5.0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: str = "bf16"  # autocast on CUDA: bf16 | fp16 (with a GradScaler) | fp32; CPU is fp32
+    # auto (bf16 on CUDA, fp32 on the CPU) | bf16 (autocast, on the CPU too where it has bf16
+    # instructions, else fp32 with a warning) | fp16 (CUDA autocast with a GradScaler) | fp32
+    precision: str = "auto"
     num_threads: int | None = None  # torch CPU threads (None: torch's; from the command line: the idle cores)
     # torch.compile's mode: default | reduce-overhead (CUDA graphs: needs data.buckets, whose
     # static shapes each graph is captured for) | max-autotune

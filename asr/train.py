@@ -8,7 +8,8 @@ model directory. Under torchrun with `trainer=ddp` the model is wrapped in
 DistributedDataParallel: every rank trains on its share of the same shuffled batches, rank 0
 alone logs and saves, and dev scores are computed from every rank's share (`asr.distributed`).
 `trainer.accumulate_grad_batches` sums gradients over several micro-batches per step;
-`trainer.precision` picks bf16 or fp16 (with a GradScaler) autocast on CUDA, or fp32.
+`trainer.precision` picks bf16 or fp16 (with a GradScaler) autocast on CUDA, bf16 on a CPU with
+bf16 instructions, or fp32 (auto: bf16 on CUDA, fp32 on the CPU).
 `trainer.init_from` fine-tunes: a trained model's weights, CMVN statistics and tokenizer
 replace the random start, the learnt CMVN and the new vocabulary.
 

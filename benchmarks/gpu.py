@@ -203,7 +203,7 @@ class DeviceStepper:
     def forward_backward(self, batch: dict) -> torch.Tensor:
         from asr.training.options import autocast
 
-        with autocast(self.device, "bf16"):
+        with autocast(self.device, "auto"):  # bf16 on CUDA, fp32 on the CPU
             loss = self.model(batch["wave"], batch["lengths"], batch["tokens"])["loss"]
         loss.backward()
         return loss

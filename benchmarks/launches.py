@@ -46,8 +46,8 @@ class OpCounter(TorchDispatchMode):
 
 
 class AutocastStepper(DeviceStepper):
-    """A training step in bf16 autocast on the CPU (which `asr.training.options.autocast`
-    leaves off there), so the step casts as the GPU's does."""
+    """A training step in bf16 autocast on the CPU (which the trainer's default,
+    `trainer.precision=auto`, leaves off there), so the step casts as the GPU's does."""
 
     def forward_backward(self, batch: dict) -> torch.Tensor:
         with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -17,7 +17,7 @@ from asr.lm import LM_FILE, LM_FOLDER
 from asr.models import FOLDER, model_path
 from asr.train_lm import main as train_lm
 from asr.transcriber import Transcriber
-from helpers import COMMANDS, require_shared, train_config
+from helpers import COMMANDS, ROOT, require_shared, train_config
 from recipes.base import prepare, ship
 from recipes.base.text import ALONE_SHARES, alone_text
 from recipes.common import kokoro
@@ -117,6 +117,57 @@ def test_training_lowers_the_loss_and_the_model_ships_in_fp16(corpus, tmp_path):
     transcriber = Transcriber.from_pretrained(str(out), device="cpu")
     assert transcriber.task.lm is not None and transcriber.options.lm_weight == 0.5
     assert re.fullmatch(r"[a-z' ]*", transcriber.transcribe(corpus / "sample.wav").text)
+
+
+@needs_kokoro
+def test_the_ship_step_records_the_lineage(corpus, tmp_path):
+    """TRAINING.json names the code's commit, the parent's sha256 (read when the child's run
+    started: the parent's folder is replaced afterwards, as the latest round's is), the
+    experiment and overrides Hydra started the run with, the seeds, the corpora and the date.
+    The child ships in int8, checked against fp32 as fp16 is."""
+    import hashlib
+    import subprocess
+    import sys
+    from datetime import datetime, timezone
+
+    from asr.train import Trainer
+
+    toy = [f"data.root={corpus}", "model=tiny", "tokenizer.vocab_size=60", "data.batch_size=8",
+           "trainer.max_minutes=null", "trainer.max_epochs=1", "trainer.cmvn_utterances=8",
+           "data.augment.reverb.enabled=false", "trainer.num_threads=1", "scheduler.warmup_steps=1"]
+    Trainer(train_config(tmp_path, corpus / "train.jsonl", "experiment=base", *toy,
+                         f"data.dev_manifest={corpus / 'dev.jsonl'}")).fit()
+    parent = tmp_path / "parent"
+    first = ship.ship(tmp_path / "model", corpus, parent, "again")
+    sha = hashlib.sha256((parent / WEIGHTS).read_bytes()).hexdigest()
+    child_run = tmp_path / "child"
+    overrides = ["experiment=base", *toy, f"trainer.out_dir={child_run}",
+                 f"trainer.init_from={parent}", "trainer.progress=false"]
+    done = subprocess.run([sys.executable, "-m", "asr.train", *overrides], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (parent / WEIGHTS).write_bytes(b"replaced by a later round")  # lineage must not read it now
+    child = ship.ship(child_run, corpus, tmp_path / "shipped", "again", int8=True)
+    weights = torch.load(tmp_path / "shipped" / WEIGHTS, weights_only=True)
+    assert {v.dtype for k, v in weights.items() if v.dim() >= 2 and "int8" not in k} == {torch.int8}
+    assert child["int8_check"]["utterances"] == len(rows(corpus / "test.jsonl"))
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    prepared = json.loads((corpus / ".done").read_text())
+    corpora = [{"path": str(corpus), "seed": 0, "hours": 0.004, "text": prepared["text"],
+                "voices": 3}]
+    for info in (first, child):
+        assert info["commit"] == commit and isinstance(info["code_modified"], bool)
+        assert info["seeds"] == {"training": 0, "corpora": [0]} and info["corpora"] == corpora
+        date = datetime.fromisoformat(info["date"])
+        assert abs((datetime.now(timezone.utc) - date).total_seconds()) < 600
+    assert first["parent"] == {"path": "", "sha256": ""}  # from scratch
+    assert first["experiment"] is None and first["overrides"] is None  # not started by Hydra
+    assert child["parent"] == {"path": str(parent), "sha256": sha}
+    assert child["experiment"] == "base" and child["overrides"] == overrides
+    assert child["resumed_with"] == []
+    assert {"audio_hours_heard", "total_audio_hours_heard"} <= child.keys()  # this round, in all
+    assert json.loads((tmp_path / "shipped" / TRAINING).read_text()) == child
 
 
 def calibration_manifest(path: Path) -> Path:

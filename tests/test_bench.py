@@ -245,3 +245,22 @@ def test_grammar_bench_times_both_searches(tmp_path):
     assert lines[1].startswith("after 1 rounds: ") and "search states" in lines[1]
     assert [line.split()[0] for line in lines[-2:]] == ["grammar", "free"]
     assert all(" RTF " in line and "command acceptance" in line for line in lines[-2:])
+
+
+def test_precision_bench_trains_both_on_the_same_batches(tmp_path):
+    from helpers import write_untrained_model
+
+    (tmp_path / "tiny").mkdir()
+    model = write_untrained_model(tmp_path / "tiny")
+    stdout, result = bench(tmp_path, "precision", "--model", str(model), "--pool", "6",
+                           "--held-out", "2", "--blocks", "2", "--batches", "1")
+    assert "| fp32 |" in stdout and "| bf16 |" in stdout and "bf16 instructions:" in stdout
+    assert result["steps_per_block"] == 1 and set(result["block_loss"]) == {"fp32", "bf16"}
+    for name in ("fp32", "bf16"):
+        assert len(result["block_seconds"][name]) == len(result["block_loss"][name]) == 2
+    seconds = result["block_seconds"]
+    ratios = sorted(f / b for f, b in zip(seconds["fp32"], seconds["bf16"], strict=True))
+    assert result["paired_speedup"] == pytest.approx(sum(ratios) / 2)
+    # the same weights and batches: the first block's losses differ by bf16 rounding only
+    fp32, bf16 = (result["block_loss"][name][0] for name in ("fp32", "bf16"))
+    assert bf16 == pytest.approx(fp32, rel=0.05)

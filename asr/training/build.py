@@ -36,8 +36,13 @@ from asr.model import SpeechTransformer
 from asr.shards import ShardBatches
 from asr.tokenizer import Tokenizer
 from asr.training.faults import DataFaults
-from asr.training.options import check_compile, check_options, inductor_options
-from asr.training.pretrained import HEARD, hours_heard, load_pretrained
+from asr.training.options import (
+    check_compile,
+    check_options,
+    inductor_options,
+    step_precision,
+)
+from asr.training.pretrained import HEARD, hours_heard, load_pretrained, weights_sha256
 from asr.training.report import Report
 from asr.training.run_dir import resuming
 from asr.training.state import (
@@ -86,8 +91,11 @@ class TrainingSetup:
         self.state.skipped_lines = self.faults.skipped_lines
         self.train_model = wrap_model(self.model, self.dist, self.device, cfg.trainer,
                                       cfg.data.buckets)
+        self.precision, fallback = step_precision(cfg.trainer.precision, self.device)
+        if fallback:
+            self._warn(fallback)
         self.optimize = TrainStep(self.model, self.train_model, self.optimizer, self.scheduler,
-                                  self.scaler, self.dist, self.device, cfg.trainer.precision,
+                                  self.scaler, self.dist, self.device, self.precision,
                                   cfg.trainer.grad_clip, cfg.features.sample_rate)
         if self.dist.enabled:  # ranks draw their own dropout and augmentation
             seed_everything(hash((cfg.seed, self.dist.rank, self.state.step)) % 2**31)
@@ -129,9 +137,10 @@ class TrainingSetup:
             batches = self.report.bar(loader, "CMVN statistics", unit="batch")
             self.model.frontend.set_cmvn((b["wave"], b["lengths"]) for b in batches
                                          if self.faults.usable(b))
-        return TrainState(init_from=self.cfg.trainer.init_from or "",
-                          heard_before_hours=self._heard_before(),
-                          data=data_digests(self._manifests()))
+        source = self.cfg.trainer.init_from
+        return TrainState(init_from=source or "", heard_before_hours=self._heard_before(),
+                          data=data_digests(self._manifests()),
+                          init_sha256=weights_sha256(source) if source else "")
 
     def _manifests(self) -> dict[str, str]:
         """The manifests this run trains and scores on, by role."""

@@ -1,5 +1,8 @@
 """The trainer settings checked before any work, and the error of a run that cannot start."""
 
+import math
+from pathlib import Path
+
 import torch
 from omegaconf import DictConfig
 
@@ -7,6 +10,9 @@ from asr.config import MAX_MINUTES
 from asr.curves import LOGGERS, summary_writer
 
 PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# trainer.precision's choices: auto is bf16 on CUDA and fp32 on the CPU, where bf16 autocast did
+# not clearly beat fp32 at the base model's size (BENCHMARKS.md, "Training precision on the CPU")
+CHOICES = ("auto", *PRECISIONS)
 
 
 class TrainingError(RuntimeError):
@@ -17,8 +23,8 @@ def check_options(cfg: DictConfig) -> None:
     """A one-line TrainingError for a setting outside its choices, before anything is read."""
     if cfg.data.on_error not in ("raise", "skip"):
         raise TrainingError(f"data.on_error must be raise or skip, got {cfg.data.on_error!r}")
-    if cfg.trainer.precision not in PRECISIONS:
-        raise TrainingError(f"trainer.precision must be one of {', '.join(PRECISIONS)}, got "
+    if cfg.trainer.precision not in CHOICES:
+        raise TrainingError(f"trainer.precision must be one of {', '.join(CHOICES)}, got "
                             f"{cfg.trainer.precision!r}")
     if cfg.trainer.accumulate_grad_batches < 1:
         raise TrainingError("trainer.accumulate_grad_batches must be at least 1, got "
@@ -82,8 +88,55 @@ def check_compile(compile: bool, device: torch.device) -> None:
                             "fails on the training step; train without it (trainer.compile=false)")
 
 
+# The CPU instructions that compute in bf16 (in /proc/cpuinfo's flags): AVX-512 BF16 and AMX on
+# x86, Armv8.6's BF16 extension on Arm. Without them torch emulates bf16 arithmetic in fp32,
+# slower than fp32 itself, so a CPU run falls back to fp32 (`step_precision`).
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The first CPU's instruction-set flags (x86 `flags`, Arm `Features`); none where the
+    file does not exist (not Linux) or cannot be read."""
+    try:
+        lines = cpuinfo.read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        return frozenset()
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
+
+
+def step_precision(precision: str, device: torch.device,
+                   flags: frozenset[str] | None = None) -> tuple[str, str | None]:
+    """The precision the training step runs at for `trainer.precision` on `device`, and a
+    one-line warning when it is not the one asked for: bf16 on a CPU without bf16
+    instructions (`flags`, the CPU's: `cpu_flags()` when None) runs in fp32; auto is bf16 on
+    CUDA, fp32 elsewhere."""
+    if precision == "auto":
+        return ("bf16" if device.type == "cuda" else "fp32"), None
+    if precision != "bf16" or device.type != "cpu":
+        return precision, None
+    flags = cpu_flags() if flags is None else flags
+    if any(flag in flags for flag in BF16_FLAGS):
+        return precision, None
+    return "fp32", ("warning: trainer.precision=bf16: this CPU has no bf16 instructions ("
+                    f"{', '.join(BF16_FLAGS)}), so training runs in fp32")
+
+
+def eval_precision(precision: str, device: torch.device) -> str:
+    """The precision dev is scored at: the training step's on CUDA; fp32 on the CPU, where the
+    shipped model decodes, so that dev WER is the figure a user gets."""
+    return precision if device.type == "cuda" else "fp32"
+
+
 def autocast(device: torch.device, precision: str) -> torch.autocast:
-    """bf16 or fp16 autocast on CUDA (trainer.precision); CPU runs in fp32."""
+    """bf16 or fp16 autocast on CUDA, bf16 autocast on the CPU (`step_precision` says where
+    the CPU can); fp32 and the CPU's fp16 (loss scaling only) compute in fp32; auto is bf16 on
+    CUDA, fp32 on the CPU."""
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
     dtype = PRECISIONS[precision]
-    enabled = device.type == "cuda" and dtype != torch.float32
+    enabled = dtype != torch.float32 and (device.type == "cuda" or dtype == torch.bfloat16)
     return torch.autocast(device.type, dtype=dtype, enabled=enabled)

@@ -3,6 +3,7 @@ replace the random start, the learnt CMVN and the new vocabulary, once checked t
 """
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -10,7 +11,7 @@ from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
 
-from asr.checkpoint import METRICS, TRAINING, ModelDirError, load_model_dir
+from asr.checkpoint import METRICS, TRAINING, WEIGHTS, ModelDirError, load_model_dir
 from asr.model import SpeechTransformer
 from asr.models import model_path
 from asr.text import normalize_text
@@ -47,6 +48,18 @@ def load(source: str) -> tuple[SpeechTransformer, Tokenizer]:
     except ModelDirError as err:
         raise TrainingError(f"trainer.init_from: {err}") from None
     return model, tokenizer
+
+
+def weights_sha256(source: str) -> str:
+    """The sha256 of the weights file (model.pt) of `source` (a model directory or a packaged
+    model): which weights a run started from, read when it starts, since a folder such as the
+    latest round's is replaced by the rounds that train on from it."""
+    path = model_path(source) / WEIGHTS
+    try:
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as err:
+        raise TrainingError(f"trainer.init_from: {path}: cannot read ({err.strerror})") from None
 
 
 def hours_heard(source: str) -> float | None:

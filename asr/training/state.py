@@ -48,6 +48,9 @@ class TrainState:
     # The manifests the run started on: their SHA-256 by role (train, dev), so that a resume
     # on other data is refused (None: not recorded, a run older than the record).
     data: dict[str, str] | None = None
+    # The sha256 of those weights' model.pt, read when the run started ("" from scratch; None:
+    # not recorded), so that the model's lineage names its parent whatever that folder holds later.
+    init_sha256: str | None = None
     # The epoch in progress, saved mid-epoch so that a resumed run continues it exactly.
     epoch_batches: int = 0
     epoch_loss_sum: float = 0.0
@@ -76,6 +79,10 @@ class TrainState:
         before = self.heard_before_hours
         return {"corpus_train_hours": round(corpus_hours, 6), "audio_hours_heard": round(hours, 6),
                 "total_audio_hours_heard": None if before is None else round(before + hours, 6)}
+
+    def parent(self) -> dict[str, str | None]:
+        """The weights the run started from: their folder and their model.pt's sha256."""
+        return {"init_from": self.init_from, "init_sha256": self.init_sha256}
 
     def curve_point(self, lr: float) -> None:
         """A point of the training-loss curve: the mean over the last steps (NaN if one was)."""

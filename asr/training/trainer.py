@@ -26,7 +26,7 @@ from asr.checkpoint import CHECKPOINT, save_metrics, save_model_dir, upgrade_wei
 from asr.distributed import all_reduce_min, barrier, shutdown
 from asr.training.budget import Budget, Clock, Plan
 from asr.training.build import TrainingSetup
-from asr.training.options import TrainingError
+from asr.training.options import TrainingError, eval_precision
 from asr.training.run_dir import hold_run_dir
 from asr.training.state import TrainState, save_training_state
 from asr.training.step import micro_batch_groups
@@ -137,7 +137,7 @@ class Trainer(TrainingSetup):
         bar = self.report.bar(self.dev_loader, "dev", unit="batch")
         return validate(self.model, self.tokenizer,
                         (batch for batch in bar if self.faults.usable(batch, self.state)),
-                        self.device, self.cfg.trainer.precision, self.dist)
+                        self.device, eval_precision(self.precision, self.device), self.dist)
 
     def _timed_evaluate(self) -> dict[str, float]:
         """`evaluate`, and the seconds it took (`dev_seconds`, in the epoch's record)."""
@@ -178,7 +178,7 @@ class Trainer(TrainingSetup):
                                     "audio_sec_per_sec": state.history[-1]["audio_sec_per_sec"],
                                     "max_epochs": trainer.max_epochs,
                                     "stopped_by_budget": self.budget.spent,
-                                    **state.heard(self.corpus_hours),
+                                    **state.heard(self.corpus_hours), **state.parent(),
                                     "epochs": state.history, "loss_curve": state.loss_curve})
 
     def save_checkpoint(self) -> None:

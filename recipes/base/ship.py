@@ -7,12 +7,16 @@
 
 Weight matrices are stored in fp16 (half the bytes; decoding casts them back to fp32, and the
 transcripts of the test manifests are checked against the fp32 model's before anything is
-written), everything else (biases, norms, CMVN statistics) in fp32. Beside the weights go the
+written), everything else (biases, norms, CMVN statistics) in fp32; `--int8` stores them in
+int8 with one fp32 scale per row instead (half of fp16's bytes again; loading dequantises them,
+`asr.checkpoint.dequantize_int8`, and the same check against fp32 runs). Beside the weights go the
 config, the tokenizer, the default voice-command grammar (so `asr-demo` and `asr-intents`
 work with no grammar given), its calibration for that grammar when one is given (the
 intents.json that recipes/base/score.sh wrote beside the scored candidate) and TRAINING.json:
 what the model was trained on, for how many steps and hours of audio (as its training recorded
-them), and the command that continues its training.
+them), its lineage (the code's commit, the parent weights' sha256, the experiment and overrides,
+the seeds, the corpora and the date: recipes/base/lineage.py) and the command that continues its
+training.
 
     python -m recipes.base.ship --lm exp/base_lm --lm-weight 0.75 --corpus data/base \
         [--model exp/base] --into-package
@@ -56,6 +60,7 @@ from asr.checkpoint import (
     load_config,
     load_model_dir,
     load_torch,
+    quantize_int8,
     save_text,
     save_torch,
 )
@@ -64,6 +69,7 @@ from asr.lm import LM_FILE, LM_FOLDER, load_lm
 from asr.models import FOLDER, package_problem
 from asr.training.pretrained import HEARD
 from asr.transcriber import Transcriber
+from recipes.base.lineage import lineage
 
 MAX_BYTES = 25 << 20  # the package's budget for shipped weights
 DEFAULT_GRAMMAR = Path(__file__).resolve().parents[1] / "voice_commands" / "commands.yaml"
@@ -183,11 +189,15 @@ def placed(calibration: dict, out: Path) -> str:
 
 
 def ship(model_dir: Path, corpus: Path, out: Path, command: str,
-         calibration: Path | None = None, lm: tuple[Path, float] | None = None) -> dict:
-    """Write the shipped folder next to `out`, check it, then put it in place."""
+         calibration: Path | None = None, lm: tuple[Path, float] | None = None,
+         int8: bool = False) -> dict:
+    """Write the shipped folder next to `out` (its matrices in fp16, or in int8 with per-row
+    scales: `asr.checkpoint.quantize_int8`), check it, then put it in place."""
     model, _, _ = load_model_dir(model_dir)
+    kind = "int8" if int8 else "fp16"
     with staged(out) as staging:
-        save_torch(half_weights(model.state_dict()), staging / WEIGHTS)
+        stored = quantize_int8 if int8 else half_weights
+        save_torch(stored(model.state_dict()), staging / WEIGHTS)
         for name in (CONFIG, TOKENIZER):
             shutil.copyfile(model_dir / name, staging / name)
         shutil.copyfile(DEFAULT_GRAMMAR, staging / "grammar.yaml")
@@ -195,13 +205,13 @@ def ship(model_dir: Path, corpus: Path, out: Path, command: str,
             save_text(calibration_for(calibration, out), staging / CALIBRATION_FILE)
         size = (staging / WEIGHTS).stat().st_size
         if size > MAX_BYTES:
-            raise SystemExit(f"error: {model_dir}: {size / 2**20:.1f} MB of weights in fp16, over the "
+            raise SystemExit(f"error: {model_dir}: {size / 2**20:.1f} MB of weights in {kind}, over the "
                              f"{MAX_BYTES >> 20} MB the package ships")
         checked, differ = same_transcripts(model_dir, staging, corpus)
-        info = {**trained_for(model_dir),
+        info = {**trained_for(model_dir), **lineage(model_dir, corpus, run_metrics(model_dir)),
                 "source": str(model_dir), "corpus": str(corpus), "continue_with": command,
                 "weights_mb": round(size / 2**20, 2),
-                "fp16_check": {"utterances": checked, "transcripts_differing": differ}}
+                f"{kind}_check": {"utterances": checked, "transcripts_differing": differ}}
         if lm is not None:
             info["lm"] = add_lm(staging, *lm, corpus, out)
         save_text(json.dumps(info, indent=1) + "\n", staging / TRAINING)
@@ -318,6 +328,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--into-package", action="store_true",
                         help="--out may be the installed package's model (the default --out): "
                              "every user of the install gets what is shipped")
+    parser.add_argument("--int8", action="store_true",
+                        help="store the matrices in int8 with per-row scales (half of fp16's "
+                             "bytes), checked against fp32 as fp16 is")
     parser.add_argument("--kept-from", type=Path, metavar="RUN",
                         help="ship nothing: exit 0 when --out's weights came from the run "
                              "directory RUN, 1 when not")
@@ -336,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
             info = ship_lm(args.out, *lm, args.corpus)
         else:
             info = ship(args.model, args.corpus, args.out, args.continue_with, args.calibration,
-                        lm)
+                        lm, args.int8)
     except ValueError as err:  # ModelDirError and ManifestError among them
         sys.exit(f"error: {err}")
     print(json.dumps(info, indent=1))
