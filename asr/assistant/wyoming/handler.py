@@ -12,9 +12,10 @@
 
 Partial transcripts: every `partial_seconds` of new audio the audio so far is decoded by the
 CTC head's best path in a worker (never while every worker is busy: finals come first), and
-its words but the last (which may be cut off mid-sound) are sent as a `transcript-chunk` when
-they extend what was sent. The final transcript is the full search on the whole utterance;
-its words past the chunks sent go out as a last chunk when the chunks are its beginning.
+the words two partials in a row agree on, but the last (which may be cut off mid-sound), are
+sent as a `transcript-chunk` when they extend what was sent. The final transcript is the full
+search on the whole utterance; its words past the chunks sent go out as a last chunk when the
+chunks are its beginning.
 
 Bad input never ends the server: an event it cannot serve is answered with one `error` (code
 names the case) and the connection goes on; bytes that are no event, or an event that does not
@@ -54,6 +55,7 @@ class Handler(AsyncEventHandler):
         self.stream: AudioStream | None = None
         self.request = 0  # counts utterances: a partial of an earlier one is not sent
         self.sent: list[str] = []  # words sent as transcript chunks
+        self.previous: list[str] = []  # the last partial's words: a word is sent once two agree
         self.partial_at = 0.0
         self.partial_job: asyncio.Task | None = None
 
@@ -114,7 +116,7 @@ class Handler(AsyncEventHandler):
 
     def _reset(self) -> None:
         self._drop_partial()
-        self.mode, self.stream, self.sent, self.partial_at = None, None, [], 0.0
+        self.mode, self.stream, self.sent, self.previous, self.partial_at = None, None, [], [], 0.0
 
     def _drop_partial(self) -> None:
         if self.partial_job is not None:
@@ -152,7 +154,7 @@ class Handler(AsyncEventHandler):
             self.mode = "intent"
         self._drop_partial()
         self.request += 1
-        self.sent, self.partial_at = [], 0.0
+        self.sent, self.previous, self.partial_at = [], [], 0.0
         self.stream = AudioStream(rate, width, channels, self.server.pool.sample_rate,
                                   self.config.max_audio_seconds)
         if self.mode == "transcribe":
@@ -180,7 +182,14 @@ class Handler(AsyncEventHandler):
             if request == self.request:
                 self.partial_job = None
         if request == self.request and self.stream is not None:
-            await self._chunk(text.split()[:-1])
+            words = text.split()[:-1]
+            stable = []
+            for old, new in zip(self.previous, words, strict=False):
+                if old != new:
+                    break
+                stable.append(new)
+            self.previous = words
+            await self._chunk(stable)
 
     async def _chunk(self, words: list[str]) -> None:
         """Send the words past those sent, when those sent are their beginning."""
