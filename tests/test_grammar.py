@@ -106,8 +106,10 @@ def test_unreadable_huge_and_binary_files_are_one_line_errors(tmp_path: Path) ->
     big.write_bytes(b"#" * (MAX_BYTES + 1))
     binary = tmp_path / "bin.yaml"
     binary.write_bytes(b"\xff\xfe\x00")
+    empty = tmp_path / "empty"  # a folder is Home Assistant's custom_sentences (asr.grammar.hassil)
+    empty.mkdir()
     for path, problem in ((tmp_path / "missing.yaml", "cannot read"), (big, "larger than"),
-                          (binary, "not UTF-8"), (tmp_path, "cannot read")):
+                          (binary, "not UTF-8"), (empty, r"no \*.yaml sentence files")):
         with pytest.raises(GrammarError, match=problem):
             Grammar.load(path)
 

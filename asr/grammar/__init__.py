@@ -106,12 +106,23 @@ class Grammar:
         return WordIndex([graph.vocabulary for graph in self._graphs])
 
     @classmethod
-    def load(cls, path: str | Path) -> "Grammar":
-        """Read and check a grammar file; any problem is a one-line GrammarError."""
-        try:
-            text = read_text(path, MAX_BYTES, "the grammar")
-        except UntrustedInputError as err:
-            raise GrammarError(str(err)) from None
+    def load(cls, path: str | Path, home: str | Path | None = None) -> "Grammar":
+        """Read and check a grammar file; any problem is a one-line GrammarError. Home
+        Assistant's sentences (`hassil`: "ha:en", a custom_sentences folder, or a file with
+        `intents:`) are read too, their {name}, {area} and {floor} from the `home` file."""
+        from asr.grammar import hassil
+
+        text = None
+        if not hassil.is_hassil(path):
+            try:
+                text = read_text(path, MAX_BYTES, "the grammar")
+            except UntrustedInputError as err:
+                raise GrammarError(str(err)) from None
+        if hassil.is_hassil(path, text):
+            return cls(*hassil.load_hassil(path, home), str(path))
+        if home is not None:
+            raise GrammarError(f"{path}: a home file names Home Assistant's lists; this grammar "
+                               "is Rhino's, with none")
         return cls.from_yaml(text, str(path))
 
     @classmethod

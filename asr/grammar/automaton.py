@@ -70,10 +70,11 @@ class Reading:
     intent: str
     expression: int
     slots: tuple[SlotSpan, ...] = field(default=())
+    fixed: tuple[tuple[str, str], ...] = ()  # the expression's `fixed` slots
 
     @property
     def values(self) -> dict[str, str]:
-        return {span.name: span.value for span in self.slots}
+        return {**dict(self.fixed), **{span.name: span.value for span in self.slots}}
 
 
 class _Trie:
@@ -293,7 +294,8 @@ class WordAutomaton:
         for index in sorted(ends):
             found = self._walk(self.empty[0][index], tuple(words), index)
             if found is not None:
-                yield Reading(self.expressions[index].intent, index, found)
+                expression = self.expressions[index]
+                yield Reading(expression.intent, index, found, expression.fixed)
 
     def shared_sentence(self, max_states: int = 2000) -> tuple[str, list[str]] | None:
         """A sentence that two intents both have, with those intents (None: none found among

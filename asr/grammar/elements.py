@@ -39,6 +39,9 @@ class Expression:
     elements: tuple
     line: int
     source: str
+    # Slots every sentence of the expression fills with no word said (Home Assistant's
+    # `slots: {domain: light}` beside a block of sentences): (name, value) pairs.
+    fixed: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

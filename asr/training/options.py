@@ -1,6 +1,5 @@
 """The trainer settings checked before any work, and the error of a run that cannot start."""
 
-import math
 from pathlib import Path
 
 import torch

@@ -35,8 +35,11 @@ def default_min_confidence(model_dir: str | Path, search: str,
 
 
 def grammar_digest(grammar: str | Path) -> str:
-    """What a calibration is tied to: the grammar file's bytes (its SHA-256, shortened)."""
-    return hashlib.sha256(Path(grammar).read_bytes()).hexdigest()[:16]
+    """What a calibration is tied to: the grammar file's bytes (its SHA-256, shortened), or
+    the name of a grammar that is no file (Home Assistant's "ha:en")."""
+    path = Path(grammar)
+    return hashlib.sha256(path.read_bytes() if path.is_file() else str(grammar).encode()
+                          ).hexdigest()[:16]
 
 
 def calibrated_confidence(model_dir: str | Path, grammar: str | Path | None = None) -> float:

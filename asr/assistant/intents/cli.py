@@ -60,9 +60,13 @@ def _add_options(parser: ArgumentParser, command: str) -> None:
     parser.add_argument("--model", type=model_path, default=DEFAULT_MODEL,
                         help="a model directory written by training, or a shipped model's name "
                              "(default: %(default)s)")
-    parser.add_argument("--grammar", help="grammar file (default: the model's grammar.yaml)")
+    parser.add_argument("--grammar", help="grammar file (default: the model's grammar.yaml); "
+                             "ha:en or a custom_sentences folder: Home Assistant's sentences")
     parser.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
     if command != "calibrate":
+        parser.add_argument("--home", help="Home Assistant's sentences: a YAML file of the "
+                                           "home's areas, floors and devices "
+                                           "(docs/home_assistant.md)")
         parser.add_argument("--search", choices=SEARCHES, default="grammar",
                             help="search inside the grammar, or transcribe freely and match")
         parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
@@ -101,7 +105,7 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 def _recognizer(args: argparse.Namespace) -> IntentRecognizer:
     return IntentRecognizer.from_pretrained(args.model, args.grammar, args.device, args.search,
-                                            args.threshold, args.min_confidence)
+                                            args.threshold, args.min_confidence, args.home)
 
 
 def _recognize(args: argparse.Namespace) -> int:

@@ -45,9 +45,11 @@ class IntentRecognizer:
     def from_pretrained(cls, model_dir: str | Path, grammar: str | Path | None = None,
                         device: str = "cpu", search: str = "grammar",
                         threshold: float = DEFAULT_THRESHOLD,
-                        min_confidence: float | None = None) -> "IntentRecognizer":
-        """`min_confidence` None: `default_min_confidence`."""
-        loaded = Grammar.load(grammar_file(model_dir, grammar))
+                        min_confidence: float | None = None,
+                        home: str | Path | None = None) -> "IntentRecognizer":
+        """`min_confidence` None: `default_min_confidence`; `home`: the names of Home
+        Assistant's sentences (`asr.grammar.hassil`), with `grammar="ha:en"`."""
+        loaded = Grammar.load(grammar_file(model_dir, grammar), home)
         transcriber = Transcriber.from_pretrained(
             model_dir, device=device, grammar=loaded if search == "grammar" else None)
         if min_confidence is None:
