@@ -9,6 +9,7 @@
     Transcriber.from_pretrained("exp/voice_commands", backend="onnx")  # its exported graphs
     Transcriber.from_pretrained(grammar="coffee.yaml")   # only the grammar's sentences
     t.set_grammar(Grammar.from_yaml(text))                # another grammar, the model kept
+    stream = t.stream()          # live audio: .accept(block), .partial(), .final() (asr.streaming)
 
 Audio of any length is streamed (`asr.stream`), cut into utterances by the voice activity
 detector (`asr.vad`) and the utterances of all inputs are decoded together in batches, so
@@ -25,6 +26,7 @@ evaluate and transcribe command lines are thin wrappers around this class.
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
@@ -54,7 +56,11 @@ from asr.utterances import (
 )
 from asr.vad import SpeechSpan, VADConfig
 
+if TYPE_CHECKING:
+    from asr.streaming import TranscriptStream
+
 DEFAULT_VAD = VADConfig()
+PARTIAL_SECONDS = 0.5  # a stream's partial is never further behind the audio than this
 MAX_BATCH = 4096  # utterances decoded at once
 BACKENDS = ("torch", "onnx")
 
@@ -221,6 +227,27 @@ class Transcriber:
                     bar.update(starts[index] - bar.n)
                 yield item or Transcript(" ".join(s.text for s in segments), segments)
                 segments = []
+
+    def stream(self, sample_rate: int | None = None, interval: float = PARTIAL_SECONDS,
+               word_timestamps: bool = False) -> "TranscriptStream":
+        """A stream for live audio (`asr.streaming`): `.accept(samples)` as they arrive
+        (at `sample_rate`, default the model's), `.partial()` what is said so far, never more
+        than `interval` seconds behind, and `.final()` each utterance's transcript at its
+        endpoint, equal to `transcribe` of the same audio."""
+        from asr.streaming import TranscriptStream  # it builds on this module
+
+        return TranscriptStream(self, sample_rate, interval, word_timestamps)
+
+    def decode_utterance(self, utterance: SpeechSpan, word_timestamps: bool = False
+                         ) -> Transcript | None:
+        """One utterance the VAD cut (at the model's rate) as `transcribe_each` decodes it:
+        a Transcript of its one Segment, or None when nothing is recognised in it."""
+        check_flags(word_timestamps=word_timestamps)
+        found = self._hypotheses([torch.from_numpy(utterance.samples)], word_timestamps)[0]
+        text = self.tokenizer.decode(found.tokens)
+        if not text:
+            return None
+        return Transcript(text, [self._segment(utterance, found, text, word_timestamps)])
 
     def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""
