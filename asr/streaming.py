@@ -37,6 +37,7 @@ not yet read (text only).
 
 from collections import deque
 from dataclasses import replace
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import soxr
@@ -44,13 +45,30 @@ import torch
 
 from asr.audio import MAX_PEAK, MAX_RATE, MIN_RATE, AudioError
 from asr.decoding import DecodingTask
+from asr.network import Network
 from asr.search import DecodingOptions
-from asr.transcriber import PARTIAL_SECONDS, Transcriber, Transcript
+from asr.tokenizer import Tokenizer
 from asr.untrusted import short
 from asr.vad import Endpointer, SpeechSpan, VADConfig
 
+PARTIAL_SECONDS = 0.5  # a partial is never further behind the audio heard than this
 STREAM = "<stream>"  # the name bad samples' errors begin with
 DTYPES = {np.dtype(np.float32): 1.0, np.dtype(np.float64): 1.0, np.dtype(np.int16): 32768.0}
+Final = TypeVar("Final")  # what a recogniser makes of an utterance: a Transcript
+
+
+class Recognizer(Protocol[Final]):
+    """What a stream needs of a recogniser: `asr.transcriber.Transcriber` (whose `stream`
+    method makes one) is the one there is."""
+
+    network: Network
+    tokenizer: Tokenizer
+    options: DecodingOptions
+    sample_rate: int
+    vad: VADConfig | None
+
+    def decode_utterance(self, utterance: SpeechSpan, word_timestamps: bool = False
+                         ) -> Final | None: ...
 
 
 class PartialDecoder:
@@ -61,7 +79,7 @@ class PartialDecoder:
     `update` after each block fed decodes when the partial is due; `text` is the latest.
     """
 
-    def __init__(self, transcriber: Transcriber, interval: float = PARTIAL_SECONDS) -> None:
+    def __init__(self, transcriber: Recognizer, interval: float = PARTIAL_SECONDS) -> None:
         if isinstance(interval, bool) or not isinstance(interval, int | float) \
                 or not 0.01 <= interval <= 60:
             raise ValueError(f"the partial interval must be a number of seconds in [0.01, 60], "
@@ -113,7 +131,7 @@ class PartialDecoder:
         return self.tokenizer.decode(self.task.run(wave[None], lengths)[0])
 
 
-def cheap_options(transcriber: Transcriber) -> DecodingOptions:
+def cheap_options(transcriber: Recognizer) -> DecodingOptions:
     """The transcriber's decoding options for partials: the CTC head's best path where the
     model has one, else greedy attention; no language model, grammar or word list."""
     options = replace(transcriber.options, lm=None, grammar=None, words=None)
@@ -122,7 +140,7 @@ def cheap_options(transcriber: Transcriber) -> DecodingOptions:
     return replace(options, mode="attention", beam_size=1)
 
 
-class TranscriptStream:
+class TranscriptStream(Generic[Final]):
     """One stream of audio in, partial and final transcripts out (the module's docstring).
 
     Made by `Transcriber.stream`: `sample_rate` is the rate of the samples accepted (default:
@@ -130,7 +148,7 @@ class TranscriptStream:
     most a partial may fall behind, `word_timestamps` times each final's words.
     """
 
-    def __init__(self, transcriber: Transcriber, sample_rate: int | None = None,
+    def __init__(self, transcriber: Recognizer[Final], sample_rate: int | None = None,
                  interval: float = PARTIAL_SECONDS, word_timestamps: bool = False) -> None:
         rate = transcriber.sample_rate if sample_rate is None else sample_rate
         if isinstance(rate, bool) or not isinstance(rate, int) or not MIN_RATE <= rate <= MAX_RATE:
@@ -149,7 +167,7 @@ class TranscriptStream:
             rate, transcriber.sample_rate, 1, dtype="float32")
         self._accepted = 0  # samples accepted, at `sample_rate`
         self._heard = 0  # samples fed to the endpointer, at the model's rate
-        self._finals: deque[Transcript] = deque()
+        self._finals: deque[Final] = deque()
         self._finished = False
 
     @property
@@ -201,7 +219,7 @@ class TranscriptStream:
         """What the utterance in progress says so far ("" when none is in progress)."""
         return self.partials.text
 
-    def final(self) -> Transcript | None:
+    def final(self) -> Final | None:
         """The next ended utterance's transcript, oldest first (None when none waits): a
         `Transcript` with one `Segment` timed in seconds into the stream."""
         return self._finals.popleft() if self._finals else None

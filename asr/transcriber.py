@@ -26,7 +26,6 @@ evaluate and transcribe command lines are thin wrappers around this class.
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
@@ -44,6 +43,7 @@ from asr.models import model_path
 from asr.network import Network, as_network
 from asr.onnx_backend import OnnxNetwork
 from asr.progress import progress
+from asr.streaming import PARTIAL_SECONDS, TranscriptStream
 from asr.tokenizer import Tokenizer
 from asr.untrusted import from_section, short
 from asr.utterances import (
@@ -56,11 +56,7 @@ from asr.utterances import (
 )
 from asr.vad import SpeechSpan, VADConfig
 
-if TYPE_CHECKING:
-    from asr.streaming import TranscriptStream
-
 DEFAULT_VAD = VADConfig()
-PARTIAL_SECONDS = 0.5  # a stream's partial is never further behind the audio than this
 MAX_BATCH = 4096  # utterances decoded at once
 BACKENDS = ("torch", "onnx")
 
@@ -229,13 +225,11 @@ class Transcriber:
                 segments = []
 
     def stream(self, sample_rate: int | None = None, interval: float = PARTIAL_SECONDS,
-               word_timestamps: bool = False) -> "TranscriptStream":
+               word_timestamps: bool = False) -> TranscriptStream[Transcript]:
         """A stream for live audio (`asr.streaming`): `.accept(samples)` as they arrive
         (at `sample_rate`, default the model's), `.partial()` what is said so far, never more
         than `interval` seconds behind, and `.final()` each utterance's transcript at its
         endpoint, equal to `transcribe` of the same audio."""
-        from asr.streaming import TranscriptStream  # it builds on this module
-
         return TranscriptStream(self, sample_rate, interval, word_timestamps)
 
     def decode_utterance(self, utterance: SpeechSpan, word_timestamps: bool = False
