@@ -9,6 +9,7 @@
     Transcriber.from_pretrained("exp/voice_commands", backend="onnx")  # its exported graphs
     Transcriber.from_pretrained(grammar="coffee.yaml")   # only the grammar's sentences
     t.set_grammar(Grammar.from_yaml(text))                # another grammar, the model kept
+    stream = t.stream()          # live audio: .accept(block), .partial(), .final() (asr.streaming)
 
 Audio of any length is streamed (`asr.stream`), cut into utterances by the voice activity
 detector (`asr.vad`) and the utterances of all inputs are decoded together in batches, so
@@ -42,6 +43,7 @@ from asr.models import model_path
 from asr.network import Network, as_network
 from asr.onnx_backend import OnnxNetwork
 from asr.progress import progress
+from asr.streaming import PARTIAL_SECONDS, TranscriptStream
 from asr.threads import decoding_threads, idle_now, session_threads, torch_threads
 from asr.tokenizer import Tokenizer
 from asr.untrusted import from_section, short
@@ -231,6 +233,25 @@ class Transcriber:
                     bar.update(starts[index] - bar.n)
                 yield item or Transcript(" ".join(s.text for s in segments), segments)
                 segments = []
+
+    def stream(self, sample_rate: int | None = None, interval: float = PARTIAL_SECONDS,
+               word_timestamps: bool = False) -> TranscriptStream[Transcript]:
+        """A stream for live audio (`asr.streaming`): `.accept(samples)` as they arrive
+        (at `sample_rate`, default the model's), `.partial()` what is said so far, never more
+        than `interval` seconds behind, and `.final()` each utterance's transcript at its
+        endpoint, equal to `transcribe` of the same audio."""
+        return TranscriptStream(self, sample_rate, interval, word_timestamps)
+
+    def decode_utterance(self, utterance: SpeechSpan, word_timestamps: bool = False
+                         ) -> Transcript | None:
+        """One utterance the VAD cut (at the model's rate) as `transcribe_each` decodes it:
+        a Transcript of its one Segment, or None when nothing is recognised in it."""
+        check_flags(word_timestamps=word_timestamps)
+        found = self._hypotheses([torch.from_numpy(utterance.samples)], word_timestamps)[0]
+        text = self.tokenizer.decode(found.tokens)
+        if not text:
+            return None
+        return Transcript(text, [self._segment(utterance, found, text, word_timestamps)])
 
     def transcribe_waves(self, waves: list[torch.Tensor]) -> list[str]:
         """Decode whole waveforms (no VAD) in batches of similar length, keeping input order."""

@@ -264,3 +264,22 @@ def test_precision_bench_trains_both_on_the_same_batches(tmp_path):
     # the same weights and batches: the first block's losses differ by bf16 rounding only
     fp32, bf16 = (result["block_loss"][name][0] for name in ("fp32", "bf16"))
     assert bf16 == pytest.approx(fp32, rel=0.05)
+
+
+def test_streaming_bench_times_a_stream_against_offline(tmp_path):
+    """benchmarks/streaming.py on one sentence and one word, the shipped model: both RTFs,
+    the partials' interval within 0.5 s and the finals equal to offline decoding."""
+    require_shared()
+    out = tmp_path / "streaming.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.streaming", "--threads", "1", "--rounds", "1",
+         "--sentences", "1", "--words", "1", "--json", str(out)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["files"] == 2 and set(result["rtf"]) == {"offline", "stream"}
+    assert all(value > 0 for value in result["rtf"].values())
+    assert result["finals_equal_offline"] == 2
+    assert 0 < result["interval_max"] <= 0.5 and result["lag_max"] <= 0.5
+    assert "| stream, 30 ms blocks |" in proc.stdout

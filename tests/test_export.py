@@ -135,6 +135,40 @@ def test_onnx_transcribes_a_long_file_as_torch(overfit_model, exported, tmp_path
     assert len(ours.segments) >= 4 and {"one", "four", "seven", "nine"} <= set(ours.text.split())
 
 
+def test_an_onnx_stream_gives_the_finals_offline_decoding_gives(overfit_model, exported,
+                                                                tmp_path):
+    """`Transcriber.stream()` on the exported graphs, fed 8 kHz digits with pauses 30 ms at a
+    time: a final per digit, each the torch model's offline segment (scores to float
+    rounding), and partials while each is said."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(overfit_model[0], model_dir)
+    (model_dir / "onnx").symlink_to(exported, target_is_directory=True)
+    parts = []
+    for digit, speaker in [(1, "jackson"), (4, "lucas"), (9, "yweweler")]:
+        wave, rate = sf.read(FSDD / f"{digit}_{speaker}_0.wav", dtype="float32")
+        parts += [np.zeros(rate, np.float32), wave]
+    wave = np.concatenate(parts + [np.zeros(rate, np.float32)])
+    sf.write(tmp_path / "digits.wav", wave, rate)
+    offline = Transcriber.from_pretrained(model_dir, "cpu", batch_size=1).transcribe(
+        tmp_path / "digits.wav").segments
+    stream = Transcriber.from_pretrained(model_dir, backend="onnx").stream(sample_rate=rate)
+    finals, partials = [], 0
+    for start in range(0, len(wave), rate * 30 // 1000):
+        stream.accept(wave[start:start + rate * 30 // 1000])
+        partials += stream.in_speech and stream.partial() != ""
+        while (final := stream.final()) is not None:
+            finals += final.segments
+    stream.finish()
+    while (final := stream.final()) is not None:
+        finals += final.segments
+    assert [(s.start, s.end, s.text) for s in finals] == [(s.start, s.end, s.text)
+                                                          for s in offline]
+    for a, b in zip(finals, offline, strict=True):
+        assert (a.avg_logprob, a.confidence) == pytest.approx((b.avg_logprob, b.confidence),
+                                                              abs=1e-5)
+    assert len(offline) >= 3 and partials > 0
+
+
 def test_int8_export_still_knows_what_it_learnt(overfit_model, exported):
     model_dir, entries, _ = overfit_model
     int8 = Transcriber.from_pretrained(exported.with_name("onnx_int8"), vad=None, backend="onnx",

@@ -21,6 +21,11 @@ a whole sentence of the grammar, understood, it acts at once and closes the utte
 that resumes within `vad.end_silence_ms` continues that command ("show me my photos ... please"):
 when the two together still mean the same command, nothing more is done.
 
+While a person speaks, the demo prints `partial: ...`, what it has heard so far, at least
+every `partial_ms` of audio (`asr.streaming.PartialDecoder`: the CTC head's best path of the
+utterance so far). The partials are for the person to watch: what the demo decides and does
+comes from each whole utterance, as without them.
+
 Time in the demo is the stream's: seconds of audio heard, from a microphone or from a file read
 faster than real time alike, so a yes/no question expires (`actions.confirm_seconds`) and a
 timer rings after so many seconds of audio. Every printed line is escaped (`asr.cli.tsv_field`):
@@ -58,6 +63,7 @@ from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, one_line, quiet_pipe, tsv_field
 from asr.grammar import Grammar, GrammarError
+from asr.streaming import PartialDecoder
 from asr.transcriber import DEFAULT_VAD, Transcriber
 from asr.untrusted import first_line, from_section
 from asr.vad import VAD_RATES, Endpointer, SpeechSpan, VADConfig
@@ -110,8 +116,11 @@ class VoiceDemo:
     """Blocks of audio in, actions out; the same object serves the microphone and files."""
 
     def __init__(self, transcriber: Transcriber, parser: IntentParser, assistant: Assistant,
-                 vad: VADConfig, sample_rate: int, console: Console, early_ms: int = 0) -> None:
+                 vad: VADConfig, sample_rate: int, console: Console, early_ms: int = 0,
+                 partials: PartialDecoder | None = None) -> None:
+        """`partials`: print what is heard so far while a person speaks (None: not)."""
         self.transcriber, self.parser, self.assistant = transcriber, parser, assistant
+        self.partials = partials
         self.vad, self.sample_rate, self.console = vad, sample_rate, console
         if not 0 <= early_ms <= vad.end_silence_ms:
             raise ValueError(f"early_ms must be in [0, vad.end_silence_ms = {vad.end_silence_ms}],"
@@ -139,9 +148,18 @@ class VoiceDemo:
             before, pause = pause, endpointer.pause_ms
             if self.early_ms and before < self.early_ms <= pause:
                 turns += self._early(endpointer, heard, received)
+            self._partial(endpointer, heard)
         for utterance in endpointer.flush():
             turns.append(self.handle(utterance, heard, received, turns))
         return turns
+
+    def _partial(self, endpointer: Endpointer, heard: int) -> None:
+        """Print what the utterance in progress says so far, when it says something new."""
+        if self.partials is None:
+            return
+        said_before = self.partials.text
+        if self.partials.update(endpointer, heard) and self.partials.text not in ("", said_before):
+            self.console(f"partial: {self.partials.text}")
 
     def _early(self, endpointer: Endpointer, heard: int, received: float) -> list[Turn]:
         """Act on the speech so far if it is a whole grammar sentence, understood."""
@@ -330,7 +348,9 @@ def build(cfg: DictConfig, console: Console) -> VoiceDemo:
         intents["min_confidence"] = default_min_confidence(cfg.model_dir, search, cfg.grammar)
     parser = from_section(IntentParser, {"grammar": grammar, **intents}, "intents")
     vad = from_section(VADConfig, _plain(cfg.vad), "vad")
-    return VoiceDemo(transcriber, parser, assistant, vad, cfg.sample_rate, console, cfg.early_ms)
+    partials = PartialDecoder(transcriber, cfg.partial_ms / 1000) if cfg.partial_ms else None
+    return VoiceDemo(transcriber, parser, assistant, vad, cfg.sample_rate, console, cfg.early_ms,
+                     partials)
 
 
 def _plain(node: object) -> object:
@@ -352,6 +372,10 @@ def check_settings(cfg: DictConfig) -> None:
         raise DemoError(f"block_ms must be a whole number in [10, 1000], got {cfg.block_ms!r}")
     if isinstance(cfg.early_ms, bool) or not isinstance(cfg.early_ms, int):
         raise DemoError(f"early_ms must be a whole number of milliseconds, got {cfg.early_ms!r}")
+    if isinstance(cfg.partial_ms, bool) or not isinstance(cfg.partial_ms, int) \
+            or not (cfg.partial_ms == 0 or 10 <= cfg.partial_ms <= 60000):
+        raise DemoError(f"partial_ms must be 0 (no partials) or a whole number of milliseconds "
+                        f"in [10, 60000], got {cfg.partial_ms!r}")
 
 
 def blocks_for(source: str | None, cfg: DictConfig, stdin: BinaryIO) -> Iterator[Block]:
