@@ -80,6 +80,17 @@ class Detection:
     heard_at: float  # stream seconds when it was detected (`time` plus the wait for the window)
 
 
+@dataclass(frozen=True)
+class Window:
+    """One searched window: when it ended (stream seconds) and, per phrase, its best score
+    and that span's start and end."""
+
+    time: float
+    scores: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+
 class PhraseTrellis:
     """The best span of each spelling in a window's CTC log-probabilities: a sub-sequence
     Viterbi over every spelling's states at once (blank, piece, blank, ... as CTC's), entered
@@ -195,8 +206,8 @@ class WakeWordDetector:
                  model: str | Path | Transcriber = "base", config: WakeConfig | None = None,
                  sample_rate: int = 16000, device: str = "cpu",
                  margin: float | None = None) -> None:
-        """`margin`: the calibrated margin to scale by `sensitivity`, for a loaded
-        `Transcriber` (by default its own model directory's `calibrated_margin`)."""
+        """`margin`: the margin to scale by `sensitivity` in place of the model directory's
+        `calibrated_margin` (DEFAULT_MARGIN for a loaded `Transcriber`)."""
         phrases = [phrases] if isinstance(phrases, str) else list(phrases)
         if not phrases:
             raise ValueError("no wake phrase given: name at least one")
@@ -218,13 +229,13 @@ class WakeWordDetector:
         self.trellis = PhraseTrellis([ids for each in written for ids in each])
         self.sensitivity = float(sensitivity)
         self.margin = margin_for(sensitivity, margin)
-        self._window = round(self.config.window_s * self.sample_rate)
+        self._size = round(self.config.window_s * self.sample_rate)
         self._hop = round(self.config.hop_s * self.sample_rate)
         self.reset()
 
     def reset(self) -> None:
         """Forget the stream heard so far (a new stream starts at time 0)."""
-        self._ring = np.zeros(self._window, np.float32)
+        self._ring = np.zeros(self._size, np.float32)
         self.heard = 0  # samples heard
         self._due = max(self._hop, round(MIN_WINDOW_S * self.sample_rate))
         self._last_end = -math.inf
@@ -247,15 +258,32 @@ class WakeWordDetector:
         """The phrases heard in a file (any format and rate: streamed, bounded memory), an
         array (at `sample_rate`), or blocks of float samples at the detector's rate; a new
         stream from time 0."""
+        for window in self.scan(source, sample_rate):
+            if window is not None and (found := self._decide(window)) is not None:
+                yield found
+
+    def scan(self, source: str | Path | np.ndarray | torch.Tensor | Iterable[np.ndarray],
+             sample_rate: int | None = None) -> Iterator["Window | None"]:
+        """`detect`'s windows before any decision: each phrase's best score and span in each
+        (None: a silent window, not searched). For tuning and benchmarks."""
         self.reset()
         for block in self._blocks(source, sample_rate):
-            at = 0
-            while at < len(block):
-                take = min(len(block) - at, self._due - self.heard)
-                self._feed(block[at:at + take])
-                at += take
-                if self.heard >= self._due and (found := self._search()) is not None:
-                    yield found
+            yield from self._windows(block)
+
+    def accept(self, samples: np.ndarray) -> list[Detection]:
+        """Samples of any length (float32 at the detector's rate) -> the detections they
+        complete, searching at each hop as `process` does."""
+        return [found for window in self._windows(np.asarray(samples, np.float32).reshape(-1))
+                if window is not None and (found := self._decide(window)) is not None]
+
+    def _windows(self, block: np.ndarray) -> Iterator["Window | None"]:
+        at = 0
+        while at < len(block):
+            take = min(len(block) - at, self._due - self.heard)
+            self._feed(block[at:at + take])
+            at += take
+            if self.heard >= self._due:
+                yield self._window()
 
     def _blocks(self, source, sample_rate: int | None) -> Iterable[np.ndarray]:
         if isinstance(source, str | Path):
@@ -267,7 +295,7 @@ class WakeWordDetector:
         return (np.asarray(block, np.float32).reshape(-1) for block in source)
 
     def _feed(self, samples: np.ndarray) -> None:
-        n = min(len(samples), self._window)
+        n = min(len(samples), self._size)
         if n == 0:
             return
         self._ring = np.roll(self._ring, -n)
@@ -276,33 +304,42 @@ class WakeWordDetector:
 
     def recent(self, since: float) -> np.ndarray:
         """The samples heard since stream time `since` (at most a window's)."""
-        keep = min(self._window, self.heard, max(0, self.heard - round(since * self.sample_rate)))
-        return self._ring[self._window - keep:].copy()
+        keep = min(self._size, self.heard, max(0, self.heard - round(since * self.sample_rate)))
+        return self._ring[self._size - keep:].copy()
 
     def _search(self) -> Detection | None:
-        """Search the window ending now; the best phrase over the margin, unless its span
-        is the last detection's words heard again."""
+        window = self._window()
+        return None if window is None else self._decide(window)
+
+    def _window(self) -> "Window | None":
+        """Search the window ending now (None when it is silent)."""
         self._due += self._hop
         if self._due <= self.heard:  # a hop shorter than the frames fed
             self._due = self.heard + self._hop
-        filled = min(self.heard, self._window)
-        wave = self._ring[self._window - filled:]
+        filled = min(self.heard, self._size)
+        wave = self._ring[self._size - filled:]
         if float(np.sqrt(np.mean(wave ** 2))) < SILENCE_RMS:
             return None
         scores, first, last = self.trellis.best(self.log_probs(wave))
+        best = [int(np.argmax(np.where(self.owner == i, scores, -np.inf)))
+                for i in range(len(self.phrases))]
         origin = self.seconds - filled / self.sample_rate
         step = self.transcriber.network.frame_seconds
-        starts, ends = origin + first * step, origin + (last + 1) * step
-        fresh = starts >= self._last_end + self.config.refractory_s
-        heard = np.where(fresh & (scores >= -self.margin), scores, -np.inf)
-        best = int(heard.argmax())
-        if not np.isfinite(heard[best]):
+        return Window(self.seconds, scores[best], origin + first[best] * step,
+                      origin + (last[best] + 1) * step)
+
+    def _decide(self, window: "Window") -> Detection | None:
+        """The best phrase over the margin, unless its span is the last detection's words
+        heard again (it starts within `refractory_s` of their end)."""
+        fresh = window.starts >= self._last_end + self.config.refractory_s
+        heard = np.where(fresh & (window.scores >= -self.margin), window.scores, -np.inf)
+        index = int(heard.argmax())
+        if not np.isfinite(heard[index]):
             return None
-        self._last_end = float(ends[best])
-        index = int(self.owner[best])
-        self.last = Detection(index, self.phrases[index], round(float(starts[best]), 3),
-                              round(float(ends[best]), 3), round(float(scores[best]), 3),
-                              round(self.seconds, 3))
+        self._last_end = float(window.ends[index])
+        self.last = Detection(index, self.phrases[index], round(float(window.starts[index]), 3),
+                              round(float(window.ends[index]), 3),
+                              round(float(window.scores[index]), 3), round(window.time, 3))
         return self.last
 
     @torch.inference_mode()
