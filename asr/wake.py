@@ -58,11 +58,13 @@ class WakeConfig:
     hop_s: float = 0.32  # the window moves on by this much (cost: about window / hop encodings)
     refractory_s: float = 0.5  # after a detection, spans starting this soon after it ends are
                                # the same words heard again
+    tail_s: float = 0.2  # what follows the phrase starts this long after its span's end (CTC's
+                         # spans end early: the phrase's last sound is still there)
 
     def __post_init__(self) -> None:
         check_fields(self, "wake")
         check_ranges(self, "wake", window_s=(0.5, 10.0), hop_s=(0.01, 10.0),
-                     refractory_s=(0.0, 10.0))
+                     refractory_s=(0.0, 10.0), tail_s=(0.0, 2.0))
         if self.hop_s > self.window_s - MIN_WINDOW_S + 1e-9:
             raise ValueError(f"wake.hop_s ({self.hop_s}) must leave {MIN_WINDOW_S} s of overlap "
                              f"within wake.window_s ({self.window_s})")
@@ -75,7 +77,7 @@ class Detection:
     index: int  # the phrase's place in the detector's list
     phrase: str
     start: float  # the span the phrase's pieces were found in
-    time: float  # its end: where a command that follows begins
+    time: float  # its end
     score: float  # log-likelihood ratio against the free path, nats (0: a perfect match)
     heard_at: float  # stream seconds when it was detected (`time` plus the wait for the window)
 
@@ -301,6 +303,11 @@ class WakeWordDetector:
         self._ring = np.roll(self._ring, -n)
         self._ring[-n:] = samples[len(samples) - n:]
         self.heard += len(samples)
+
+    def after(self, found: Detection) -> np.ndarray:
+        """The samples heard after a detected phrase (`tail_s` past its span's end), at most a
+        window's: the start of what was said next."""
+        return self.recent(found.time + self.config.tail_s)
 
     def recent(self, since: float) -> np.ndarray:
         """The samples heard since stream time `since` (at most a window's)."""
