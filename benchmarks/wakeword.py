@@ -104,8 +104,9 @@ class Noise:
         return out * self.gain
 
 
-def keyword_clips(entries: list[dict], noise: Noise) -> list[tuple[str, np.ndarray, float, float]]:
-    """(keyword, noisy clip, keyword start, end) for every utterance that says its keyword."""
+def keyword_clips(entries: list[dict], noise: Noise) -> list[tuple]:
+    """(keyword, noisy clip, keyword start, end, said alone) for every utterance that says its
+    keyword."""
     clips = []
     for entry in entries:
         keyword = corpora.keyword(entry)
@@ -115,7 +116,7 @@ def keyword_clips(entries: list[dict], noise: Noise) -> list[tuple[str, np.ndarr
         wave = np.concatenate([np.zeros(round(LEAD_S * RATE), np.float32), speech,
                                np.zeros(round(TAIL_S * RATE), np.float32)])
         clips.append((keyword, wave + noise.take(len(wave)), entry["startTime"] + LEAD_S,
-                      entry["endTime"] + LEAD_S))
+                      entry["endTime"] + LEAD_S, not corpora.is_sentence(entry)))
     return clips
 
 
@@ -189,15 +190,22 @@ def background(pool: list[np.ndarray], hours: float, noise: Noise, rng: random.R
 # ---------------------------------------------------------------------------- ours
 
 
-def clip_scores(detector: WakeWordDetector, clips) -> dict[str, list[float]]:
+def clip_scores(detector: WakeWordDetector, clips, margin: float
+                ) -> tuple[dict[str, list[float]], list[float]]:
     """Per keyword, each clip's best score of it (anywhere in the clip: the corpus's times of
-    a keyword inside a sentence are often wrong)."""
+    a keyword inside a sentence are often wrong); and for keywords said alone (whose times
+    hold), the stream seconds from the keyword's end to its detection at `margin`."""
     found: dict[str, list[float]] = {}
-    for keyword, wave, _, _ in clips:
+    delays = []
+    for keyword, wave, _, end, alone in clips:
         row = detector.phrases.index(keyword)
-        windows = [w.scores[row] for w in detector.scan(wave, RATE) if w is not None]
-        found.setdefault(keyword, []).append(float(max(windows, default=-math.inf)))
-    return found
+        windows = [w for w in detector.scan(wave, RATE) if w is not None]
+        found.setdefault(keyword, []).append(max((float(w.scores[row]) for w in windows),
+                                                 default=-math.inf))
+        heard = [w.time for w in windows if w.scores[row] >= -margin]
+        if alone and heard:
+            delays.append(heard[0] - end)
+    return found, delays
 
 
 def background_events(detector: WakeWordDetector, blocks: Iterator[np.ndarray]
@@ -207,7 +215,7 @@ def background_events(detector: WakeWordDetector, blocks: Iterator[np.ndarray]
     audio and of CPU the detector took (the stream's own making left out)."""
     events: dict[str, list[float]] = {p: [] for p in detector.phrases}
     last_end = np.full(len(detector.phrases), -math.inf)
-    made, audio = Timed(blocks), 0.0
+    made = Timed(blocks)
     started = time.process_time()
     for window in detector.scan(made):
         if window is None:
@@ -217,8 +225,7 @@ def background_events(detector: WakeWordDetector, blocks: Iterator[np.ndarray]
         for row in np.flatnonzero(fresh):
             events[detector.phrases[row]].append(float(window.scores[row]))
             last_end[row] = window.ends[row]
-    audio = detector.seconds
-    return events, audio, time.process_time() - started - made.seconds
+    return events, detector.seconds, time.process_time() - started - made.seconds
 
 
 class Timed:
@@ -235,6 +242,14 @@ class Timed:
             if item is None:
                 return
             yield item
+
+
+def resident_mb() -> float:
+    """This process's resident memory, MB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return math.nan
 
 
 def figures(clips: list[float], false: list[float], hours: float, margin: float) -> dict:
@@ -328,7 +343,7 @@ def micro_run(venv: Path, streams: dict[str, Iterator[np.ndarray]]) -> dict | No
 # ---------------------------------------------------------------------------- the run
 
 
-def synthetic_clips(noise: Noise) -> list[tuple[str, np.ndarray, float, float]]:
+def synthetic_clips(noise: Noise) -> list[tuple]:
     """microWakeWord's phrases said by espeak-ng voices, alone and before a command."""
     clips = []
     for name, sentences in SPOKEN.items():
@@ -338,13 +353,13 @@ def synthetic_clips(noise: Noise) -> list[tuple[str, np.ndarray, float, float]]:
                 wave = np.concatenate([np.zeros(round(LEAD_S * RATE), np.float32), speech,
                                        np.zeros(round(TAIL_S * RATE), np.float32)])
                 clips.append((MICRO_PHRASES[name], wave + noise.take(len(wave)), LEAD_S,
-                              LEAD_S + len(speech) / RATE))
+                              LEAD_S + len(speech) / RATE, False))
     return clips
 
 
 def peer_figures(run: dict, clips: list, hours: float, word_of) -> dict:
     """Misses per keyword (a clip without a detection of its word) and false alarms per hour."""
-    offsets = np.cumsum([0] + [len(wave) / RATE for _, wave, _, _ in clips])
+    offsets = np.cumsum([0] + [len(clip[1]) / RATE for clip in clips])
     hit = [False] * len(clips)
     for t, word in run["clips"]["detections"]:
         i = int(np.searchsorted(offsets, t, side="right")) - 1
@@ -378,12 +393,17 @@ def run(args) -> dict:
     detector = WakeWordDetector(phrases, sensitivity=DEFAULT_SENSITIVITY, model=args.model,
                                 margin=LOOSE_MARGIN)
     pool = background_pool(args.data, args.split, entries, args.espeak, detector)
-    scores = clip_scores(detector, clips + synthetic)
+    scores, delays = clip_scores(detector, clips + synthetic, default)
+    rss = resident_mb()
     events, seconds, cpu = background_events(detector, stream())
     hours = seconds / 3600
     ours = {k: figures(scores[k], events[k], hours, default) for k in scores}
     results = {"machine": machine(), "split": args.split, "hours": hours, "snr_db": SNR_DB,
                "duty": DUTY, "margin_at_default": default, "rtf": cpu / seconds,
+               "rss_mb_before_after": [rss, resident_mb()],
+               "wake_delay_s": {"median": float(np.median(delays)) if delays else None,
+                                "p90": float(np.percentile(delays, 90)) if delays else None,
+                                "clips": len(delays)},
                "ours": ours, "peers": {}}
     if not args.no_peers:
         results["peers"] = peers(args, clips, synthetic, stream, hours)
@@ -432,7 +452,11 @@ def print_report(results: dict) -> None:
     print(f"wake words, {results['split']} speakers: {results['hours']:.2f} h of background "
           f"({results['duty']:.0%} speech), noise at {results['snr_db']:g} dB; margin at the "
           f"default sensitivity {results['margin_at_default']:.2f} nats; RTF "
-          f"{results['rtf']:.3f} on {results['machine']['threads']} thread(s)")
+          f"{results['rtf']:.3f} on {results['machine']['threads']} thread(s); memory "
+          f"{results['rss_mb_before_after'][0]:.0f} -> {results['rss_mb_before_after'][1]:.0f} MB "
+          f"over the background; keyword end to detection (said alone): median "
+          f"{_number(results['wake_delay_s']['median']):.2f} s, p90 "
+          f"{_number(results['wake_delay_s']['p90']):.2f} s")
     allowed = next(iter(results["ours"].values()))["false_alarms_allowed"]
     print(f"{'keyword':<12} {'clips':>5} {'miss@' + str(allowed) + 'FA':>9} {'miss@def':>9} "
           f"{'FA/h@def':>9} {'closest':>8}  system")

@@ -240,3 +240,18 @@ def test_grammar_bench_times_both_searches(tmp_path):
     assert lines[1].startswith("after 1 rounds: ") and "search states" in lines[1]
     assert [line.split()[0] for line in lines[-2:]] == ["grammar", "free"]
     assert all(" RTF " in line and "command acceptance" in line for line in lines[-2:])
+
+
+def test_wakeword_bench_reads_every_keyword_and_its_curve(tmp_path):
+    """Five clips and half a minute of background: a row per WUW keyword, rates in range,
+    the peers' rows present or skipped with a note."""
+    out, report = bench(tmp_path, "wakeword", "--hours", "0.01", "--limit", "5", "--espeak", "2",
+                        "--no-synthetic")
+    assert abs(report["hours"] - 0.01) < 1e-6 and report["split"] == "test"
+    assert sum(row["clips"] for row in report["ours"].values()) == 5
+    for row in report["ours"].values():
+        assert 0 <= row["miss_at_target"] <= 1 and 0 <= row["miss_at_default"] <= 1
+        assert row["fa_per_hour_at_default"] >= 0
+    assert 0 < report["rtf"] < 10
+    assert ("pocketsphinx" in report["peers"]) == HAVE["pocketsphinx"]
+    assert "RTF" in out
