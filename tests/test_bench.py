@@ -283,3 +283,17 @@ def test_streaming_bench_times_a_stream_against_offline(tmp_path):
     assert result["finals_equal_offline"] == 2
     assert 0 < result["interval_max"] <= 0.5 and result["lag_max"] <= 0.5
     assert "| stream, 30 ms blocks |" in proc.stdout
+
+def test_wakeword_bench_reads_every_keyword_and_its_curve(tmp_path):
+    """Five clips and half a minute of background: a row per WUW keyword, rates in range,
+    the peers' rows present or skipped with a note."""
+    out, report = bench(tmp_path, "wakeword", "--hours", "0.01", "--limit", "5", "--espeak", "2",
+                        "--no-synthetic")
+    assert abs(report["hours"] - 0.01) < 1e-6 and report["split"] == "test"
+    assert sum(row["clips"] for row in report["ours"].values()) == 5
+    for row in report["ours"].values():
+        assert 0 <= row["miss_at_target"] <= 1 and 0 <= row["miss_at_default"] <= 1
+        assert row["fa_per_hour_at_default"] >= 0
+    assert 0 < report["rtf"] < 10
+    assert ("pocketsphinx" in report["peers"]) == HAVE["pocketsphinx"]
+    assert "RTF" in out

@@ -59,6 +59,7 @@ from asr.assistant.intents import (
     grammar_file,
     nbest_texts,
 )
+from asr.assistant.wake_listen import WakeListener, WakeSettings
 from asr.audio import AudioError, load_audio, resample
 from asr.checkpoint import ModelDirError
 from asr.cli import ArgumentParser, one_line, quiet_pipe, tsv_field
@@ -67,6 +68,7 @@ from asr.streaming import PartialDecoder
 from asr.transcriber import DEFAULT_VAD, Transcriber
 from asr.untrusted import first_line, from_section
 from asr.vad import VAD_RATES, Endpointer, SpeechSpan, VADConfig
+from asr.wake import WakeWordDetector, calibrated_margin
 
 PROG = "asr-demo"  # the name usage errors begin with
 ASK_RATIO = 0.5  # ask "did you mean ...?" when the second reading is at least this likely
@@ -117,15 +119,17 @@ class VoiceDemo:
 
     def __init__(self, transcriber: Transcriber, parser: IntentParser, assistant: Assistant,
                  vad: VADConfig, sample_rate: int, console: Console, early_ms: int = 0,
-                 partials: PartialDecoder | None = None) -> None:
-        """`partials`: print what is heard so far while a person speaks (None: not)."""
+                 partials: PartialDecoder | None = None, wake: WakeListener | None = None,
+                 ) -> None:
+        """`partials`: print what is heard so far while a person speaks (None: not). `wake`:
+        act only on the utterance after the wake phrase (None: on every utterance)."""
         self.transcriber, self.parser, self.assistant = transcriber, parser, assistant
         self.partials = partials
         self.vad, self.sample_rate, self.console = vad, sample_rate, console
         if not 0 <= early_ms <= vad.end_silence_ms:
             raise ValueError(f"early_ms must be in [0, vad.end_silence_ms = {vad.end_silence_ms}],"
                              f" got {early_ms}")
-        self.early_ms = early_ms
+        self.early_ms, self.wake = early_ms, wake
         Endpointer(sample_rate, vad)  # a bad VAD setting fails here, before any audio
         self.heard = 0  # samples heard by every run: the demo's clock, which never goes back
         assistant.set_clock(self.stream_seconds)
@@ -135,7 +139,8 @@ class VoiceDemo:
         return self.heard / self.sample_rate
 
     def run(self, blocks: Iterable[Block]) -> list[Turn]:
-        """Listen until the blocks end; act on each utterance as soon as it is over."""
+        """Listen until the blocks end; act on each utterance as soon as it is over (with a
+        wake phrase, on the one utterance after each time it is heard)."""
         endpointer = Endpointer(self.sample_rate, self.vad)
         turns: list[Turn] = []
         heard, received, pause = 0, time.monotonic(), 0  # heard: of this stream
@@ -143,15 +148,30 @@ class VoiceDemo:
             heard += len(samples)
             self.heard += len(samples)
             self.assistant.tick()
+            if self.wake is not None:
+                was_awake = self.wake.awake
+                samples = self.wake.hear(samples, endpointer.in_speech)
+                if samples is None:
+                    continue
+                if not was_awake:
+                    endpointer = Endpointer(self.sample_rate, self.vad)
+            done = len(turns)
             for utterance in endpointer.feed(samples):
-                turns.append(self.handle(utterance, heard, received, turns))
+                turns.append(self.handle(self._timed(utterance), heard, received, turns))
             before, pause = pause, endpointer.pause_ms
             if self.early_ms and before < self.early_ms <= pause:
                 turns += self._early(endpointer, heard, received)
             self._partial(endpointer, heard)
-        for utterance in endpointer.flush():
-            turns.append(self.handle(utterance, heard, received, turns))
+            if self.wake is not None and len(turns) > done:
+                self.wake.sleep()
+        if self.wake is None or self.wake.awake:
+            for utterance in endpointer.flush():
+                turns.append(self.handle(self._timed(utterance), heard, received, turns))
         return turns
+
+    def _timed(self, utterance: SpeechSpan) -> SpeechSpan:
+        """An utterance in stream time (with a wake phrase, the endpointer starts on waking)."""
+        return utterance if self.wake is None else self.wake.shifted(utterance)
 
     def _partial(self, endpointer: Endpointer, heard: int) -> None:
         """Print what the utterance in progress says so far, when it says something new."""
@@ -166,6 +186,7 @@ class VoiceDemo:
         utterance = endpointer.peek()
         if utterance is None:
             return []
+        utterance = self._timed(utterance)
         decoded = self._recognize(utterance)
         if not (decoded[1].understood and decoded[1].similarity == 1.0):
             return []
@@ -350,7 +371,25 @@ def build(cfg: DictConfig, console: Console) -> VoiceDemo:
     vad = from_section(VADConfig, _plain(cfg.vad), "vad")
     partials = PartialDecoder(transcriber, cfg.partial_ms / 1000) if cfg.partial_ms else None
     return VoiceDemo(transcriber, parser, assistant, vad, cfg.sample_rate, console, cfg.early_ms,
-                     partials)
+                     partials, wake_listener(cfg, transcriber, console))
+
+
+def wake_listener(cfg: DictConfig, transcriber: Transcriber, console: Console
+                  ) -> WakeListener | None:
+    """The wake phrase's listener (`wake=PHRASE`), None without one."""
+    phrases = _plain(cfg.get("wake"))
+    if phrases is None:
+        return None
+    settings = from_section(WakeSettings, {
+        "phrases": [phrases] if isinstance(phrases, str) else phrases,
+        "sensitivity": cfg.wake_sensitivity, "timeout_s": cfg.wake_timeout_s,
+        "chime": cfg.wake_chime}, "wake")
+    if cfg.sample_rate != transcriber.sample_rate:
+        raise DemoError(f"a wake phrase needs sample_rate={transcriber.sample_rate} (the "
+                        f"model's), got {cfg.sample_rate}")
+    detector = WakeWordDetector(settings.phrases, settings.sensitivity, transcriber,
+                                margin=calibrated_margin(cfg.model_dir))
+    return WakeListener(detector, settings, lambda line: console(f"** {line}"))
 
 
 def _plain(node: object) -> object:
@@ -406,7 +445,8 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None,
         home = demo.assistant.home
         console(f"model {cfg.model_dir} on {demo.transcriber.device}; files from {home}; "
                 f"launching {'on' if cfg.actions.launch else 'off'}; "
-                f"{'listening to ' + args.input if args.input else 'listening (Ctrl-C stops)'}")
+                f"{'listening to ' + args.input if args.input else 'listening (Ctrl-C stops)'}"
+                + (f"; asleep until \"{demo.wake.detector.phrases[0]}\"" if demo.wake else ""))
         turns = demo.run(blocks)
     except (DemoError, AudioError, ModelDirError, GrammarError, HydraException,
             OmegaConfBaseException, ValueError) as err:
