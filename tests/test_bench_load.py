@@ -5,8 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.load import HOG
 from helpers import ROOT, require_shared
+
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.bench, pytest.mark.data]
 
 
 def hogs_running() -> int:

@@ -9,6 +9,8 @@ import pytest
 
 from helpers import ROOT, require_shared
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.bench, pytest.mark.data]
+
 pytest.importorskip("wyoming")
 
 

@@ -7,6 +7,8 @@ import pytest
 from asr.grammar import Grammar, GrammarError
 from asr.grammar.hassil import read_home, round_trip, sample_commands
 
+pytestmark = pytest.mark.tier("slow")
+
 pytest.importorskip("hassil")
 pytest.importorskip("home_assistant_intents")
 

@@ -20,6 +20,8 @@ from asr.models import FOLDER
 from asr.transcriber import Transcriber
 from helpers import COMMANDS, FSDD, require_shared
 
+pytestmark = pytest.mark.tier("slow")
+
 SHIPPED = FOLDER / "base"
 MATRIX = "decoder.token_embedding.weight"
 pytestmark = pytest.mark.skipif(not (SHIPPED / "model.pt").is_file(),

@@ -10,6 +10,8 @@ import pytest
 from asr.assistant.intents import IntentRecognizer
 from asr.assistant.intents.numbers import numbers_differ, spoken_numbers
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 
 @pytest.mark.parametrize(("text", "numbers"), [
     ("set a timer for zero minutes", [0]), ("minus one minutes", [-1]),

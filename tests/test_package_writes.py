@@ -23,6 +23,8 @@ from helpers import fsdd_file, train_config, write_manifest
 from recipes.base.grow import main as grow_main
 from recipes.base.ship import main as ship_main
 
+pytestmark = pytest.mark.tier("slow")
+
 PKG = FOLDER / "base"
 HINT = f"copy the model first: cp -r {PKG} mine/ (then use mine)"
 

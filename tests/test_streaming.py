@@ -20,6 +20,8 @@ from asr.transcriber import Transcriber, Transcript
 from asr.vad import VADConfig
 from helpers import COMMANDS, ROOT, SHARED, fsdd_file, require_shared
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 pytestmark = pytest.mark.skipif(not (FOLDER / "base" / "model.pt").is_file(),
                                 reason="no base model shipped (bash recipes/base/run.sh)")
 CATHY = SHARED / "cathy" / "data"

@@ -11,6 +11,8 @@ import torch
 from asr import Transcriber
 from asr.threads import decoding_threads, session_threads, torch_threads
 
+pytestmark = pytest.mark.tier("slow")
+
 
 @pytest.mark.parametrize("rows, configured, idle, fixed, expected", [
     (1, 2, 2, False, 1),    # one utterance: no barrier to stall

@@ -12,6 +12,8 @@ import pytest
 from recipes.common.synthesis import cache_path, cache_root, draw_parameters, synthesize
 from recipes.common.voices import Voice
 
+pytestmark = pytest.mark.tier("slow")
+
 pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng")
 VOICE = Voice("espeak-ng", "m3", "en-us")
 

@@ -28,6 +28,8 @@ from wyoming.event import Event  # noqa: E402
 from wyoming.info import Describe  # noqa: E402
 from wyoming.intent import Recognize  # noqa: E402
 
+pytestmark = [pytest.mark.tier("slow"), pytest.mark.data]
+
 CATHY = SHARED / "cathy" / "data" / "arctic_a0001_1592748574.flac"
 CATHY_TEXT = "author of the danger trail philip steels etc"
 HOME = "areas: [kitchen, living room]\ndevices:\n  - {name: Kitchen Light, domain: light}\n"
