@@ -110,7 +110,7 @@ def test_every_console_script_answers_help(installed):
              if n.endswith("entry_points.txt"))).decode()
     scripts = [line.split(" = ")[0] for line in entry_points.splitlines() if " = " in line]
     assert sorted(scripts) == ["asr-demo", "asr-evaluate", "asr-intents", "asr-train",
-                               "asr-train-lm", "asr-transcribe"]
+                               "asr-train-lm", "asr-transcribe", "asr-wake", "asr-wyoming"]
     running = [subprocess.Popen([installed["venv"] / "bin" / script, "--help"], text=True,
                                 cwd=installed["work"], env=installed["env"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
