@@ -110,16 +110,16 @@ class Grammar:
         """Read and check a grammar file; any problem is a one-line GrammarError. Home
         Assistant's sentences (`hassil`: "ha:en", a custom_sentences folder, or a file with
         `intents:`) are read too, their {name}, {area} and {floor} from the `home` file."""
-        from asr.grammar import hassil
+        from asr.grammar.hassil import is_hassil, load_hassil  # hassil: an optional extra
 
         text = None
-        if not hassil.is_hassil(path):
+        if not is_hassil(path):
             try:
                 text = read_text(path, MAX_BYTES, "the grammar")
             except UntrustedInputError as err:
                 raise GrammarError(str(err)) from None
-        if hassil.is_hassil(path, text):
-            return cls(*hassil.load_hassil(path, home), str(path))
+        if is_hassil(path, text):
+            return cls(*load_hassil(path, home), str(path))
         if home is not None:
             raise GrammarError(f"{path}: a home file names Home Assistant's lists; this grammar "
                                "is Rhino's, with none")
